@@ -1,0 +1,58 @@
+import { type MigrationInterface, type QueryRunner, Table } from 'typeorm';
+
+/** `checkpoint_jobs` (batch jobs and steps) and the digest-guarded import tables. Safe to run twice. */
+export class CheckpointJobs1764460800000 implements MigrationInterface {
+  name = 'CheckpointJobs1764460800000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.createTable(
+      new Table({
+        name: 'checkpoint_jobs',
+        columns: [
+          { name: 'name', type: 'varchar', length: '512', isPrimary: true },
+          { name: 'kind', type: 'varchar', length: '16' },
+          { name: 'done', type: 'boolean', default: false },
+          { name: 'cursor', type: 'text', isNullable: true },
+          { name: 'value', type: 'text', isNullable: true },
+          { name: 'fingerprint', type: 'varchar', length: '512', isNullable: true },
+          { name: 'batches', type: 'bigint', default: 0 },
+          { name: 'items', type: 'bigint', default: 0 },
+          { name: 'started_at', type: 'bigint' },
+          { name: 'updated_at', type: 'bigint' },
+          { name: 'finished_at', type: 'bigint', isNullable: true },
+        ],
+      }),
+      true,
+    );
+    await queryRunner.createTable(
+      new Table({
+        name: 'checkpoint_imports',
+        columns: [
+          { name: 'id', type: 'varchar', length: '255', isPrimary: true },
+          { name: 'digest', type: 'varchar', length: '64' },
+          { name: 'next_index', type: 'bigint' },
+          { name: 'total_rows', type: 'bigint', isNullable: true },
+          { name: 'updated_at', type: 'bigint', isNullable: true },
+        ],
+      }),
+      true,
+    );
+    await queryRunner.createTable(
+      new Table({
+        name: 'checkpoint_import_items',
+        columns: [
+          { name: 'batch', type: 'varchar', length: '255', isPrimary: true },
+          { name: 'id', type: 'varchar', length: '512', isPrimary: true },
+          { name: 'value', type: 'bigint' },
+        ],
+      }),
+      true,
+    );
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.dropTable('checkpoint_import_items', true);
+    await queryRunner.dropTable('checkpoint_imports', true);
+    await queryRunner.dropTable('checkpoint_jobs', true);
+  }
+}

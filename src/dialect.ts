@@ -1,0 +1,234 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { InvalidArgumentError } from './errors';
+
+/** The column facts `sqlSource` needs, read from the real database catalogue. */
+export interface ColumnInfo {
+  name: string;
+  /** Normalised key family; `null` when the type cannot be a keyset key. */
+  keyType: 'integer' | 'bigint' | 'text' | 'uuid' | null;
+  declaredType: string;
+}
+
+export interface TableInfo {
+  columns: ColumnInfo[];
+  /** Columns unique on their own: a single-column primary key or a non-partial, non-expression unique index. */
+  uniqueColumns: Set<string>;
+  /** The table reference to put in SQL, already quoted. */
+  quotedTable: string;
+}
+
+export interface TableRef {
+  name: string;
+  schema?: string;
+}
+
+/**
+ * Everything that differs between the supported databases lives behind this interface:
+ * placeholders, quoting, locking, "insert unless present", `SKIP LOCKED`, catalogue lookups.
+ */
+export interface Dialect {
+  readonly name: 'postgres' | 'sqlite' | 'mysql';
+  readonly supportsSkipLocked: boolean;
+  /** True when one DataSource has one connection, so the library serialises its own transactions. */
+  readonly singleConnection: boolean;
+  /** Quotes an identifier (doubling the quote character inside it). */
+  quote(identifier: string): string;
+  /** Rewrites `?` placeholders to the driver's own. Only for the library's own SQL text. */
+  sql(text: string): string;
+  /** `INSERT` that does nothing when the key exists (concurrent-safe). */
+  insertIgnore(table: string, columns: string[], conflictColumns: string[]): string;
+  /**
+   * Locks one row for the rest of the transaction and makes a concurrent runner wait; on SQLite
+   * the lock is the database write lock, taken by a no-op write as the transaction's first statement.
+   */
+  lockRow(table: string, keyColumn: string): { before?: string; select: string };
+  /** Suffix that makes a SELECT lock the rows it returns and skip rows locked by others. */
+  readonly skipLockedSuffix: string;
+  tableInfo(manager: EntityManager, table: TableRef): Promise<TableInfo | null>;
+}
+
+const questionMarks = /\?/g;
+
+function doubleQuote(identifier: string): string {
+  return `"${identifier.replace(/"/g, '""')}"`;
+}
+
+const SQLITE_INTEGER = /INT/i;
+const SQLITE_TEXT = /CHAR|CLOB|TEXT/i;
+
+const postgres: Dialect = {
+  name: 'postgres',
+  supportsSkipLocked: true,
+  singleConnection: false,
+  quote: doubleQuote,
+  sql(text) {
+    let n = 0;
+    return text.replace(questionMarks, () => `$${++n}`);
+  },
+  insertIgnore(table, columns, conflictColumns) {
+    const cols = columns.map(doubleQuote).join(', ');
+    const marks = columns.map(() => '?').join(', ');
+    return this.sql(
+      `INSERT INTO ${doubleQuote(table)} (${cols}) VALUES (${marks}) ON CONFLICT (${conflictColumns.map(doubleQuote).join(', ')}) DO NOTHING`,
+    );
+  },
+  lockRow(table, keyColumn) {
+    return { select: this.sql(`SELECT * FROM ${doubleQuote(table)} WHERE ${doubleQuote(keyColumn)} = ? FOR UPDATE`) };
+  },
+  skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
+  async tableInfo(manager, table) {
+    const regclass = table.schema
+      ? "to_regclass(quote_ident($1) || '.' || quote_ident($2))"
+      : 'to_regclass(quote_ident($1))';
+    const args = table.schema ? [table.schema, table.name] : [table.name];
+    const found: { oid: string | null; ref: string | null }[] = await manager.query(
+      `SELECT ${regclass}::oid AS oid, ${regclass}::text AS ref`,
+      args,
+    );
+    const oid = found[0]?.oid;
+    if (!oid) return null;
+    const columns: { attname: string; attnum: number; typname: string; format: string }[] = await manager.query(
+      `SELECT a.attname, a.attnum, t.typname, format_type(a.atttypid, a.atttypmod) AS format
+         FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+        WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+      [oid],
+    );
+    const unique: { attname: string }[] = await manager.query(
+      `SELECT a.attname FROM pg_index i
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+        WHERE i.indrelid = $1 AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
+          AND i.indexprs IS NULL AND i.indnkeyatts = 1`,
+      [oid],
+    );
+    const keyTypes: Record<string, ColumnInfo['keyType']> = {
+      int2: 'integer', int4: 'integer', int8: 'bigint', text: 'text', varchar: 'text', bpchar: 'text', uuid: 'uuid',
+    };
+    return {
+      columns: columns.map((c) => ({ name: c.attname, keyType: keyTypes[c.typname] ?? null, declaredType: c.format })),
+      uniqueColumns: new Set(unique.map((u) => u.attname)),
+      quotedTable: table.schema ? `${doubleQuote(table.schema)}.${doubleQuote(table.name)}` : doubleQuote(table.name),
+    };
+  },
+};
+
+const sqlite: Dialect = {
+  name: 'sqlite',
+  supportsSkipLocked: false,
+  singleConnection: true,
+  quote: doubleQuote,
+  sql: (text) => text,
+  insertIgnore(table, columns) {
+    const cols = columns.map(doubleQuote).join(', ');
+    return `INSERT OR IGNORE INTO ${doubleQuote(table)} (${cols}) VALUES (${columns.map(() => '?').join(', ')})`;
+  },
+  lockRow(table, keyColumn) {
+    const t = doubleQuote(table);
+    const k = doubleQuote(keyColumn);
+    // A deferred BEGIN takes no lock; this no-op write takes the database write lock first, so two
+    // processes can never both read the same cursor.
+    return { before: `UPDATE ${t} SET ${k} = ${k} WHERE ${k} = ?`, select: `SELECT * FROM ${t} WHERE ${k} = ?` };
+  },
+  skipLockedSuffix: '',
+  async tableInfo(manager, table) {
+    const columns: { cid: number; name: string; type: string; pk: number }[] = await manager.query(
+      'SELECT cid, name, type, pk FROM pragma_table_info(?)',
+      [table.name],
+    );
+    if (columns.length === 0) return null;
+    const unique = new Set<string>();
+    const pk = columns.filter((c) => c.pk > 0);
+    if (pk.length === 1) unique.add(pk[0].name);
+    const indexes: { name: string; unique: number; partial: number }[] = await manager.query(
+      'SELECT name, "unique", partial FROM pragma_index_list(?)',
+      [table.name],
+    );
+    for (const index of indexes) {
+      if (!index.unique || index.partial) continue;
+      const parts: { cid: number; name: string | null }[] = await manager.query(
+        'SELECT cid, name FROM pragma_index_info(?)',
+        [index.name],
+      );
+      // cid -2 is an expression, -1 the rowid: neither is a plain column.
+      if (parts.length === 1 && parts[0].cid >= 0 && parts[0].name) unique.add(parts[0].name);
+    }
+    return {
+      columns: columns.map((c) => ({
+        name: c.name,
+        declaredType: c.type,
+        keyType: SQLITE_INTEGER.test(c.type) ? 'integer' : SQLITE_TEXT.test(c.type) ? 'text' : null,
+      })),
+      uniqueColumns: unique,
+      quotedTable: doubleQuote(table.name),
+    };
+  },
+};
+
+function backtick(identifier: string): string {
+  return `\`${identifier.replace(/`/g, '``')}\``;
+}
+
+const mysql: Dialect = {
+  name: 'mysql',
+  supportsSkipLocked: true,
+  singleConnection: false,
+  quote: backtick,
+  sql: (text) => text,
+  insertIgnore(table, columns, conflictColumns) {
+    const cols = columns.map(backtick).join(', ');
+    // ON DUPLICATE KEY UPDATE of the key to itself: unlike INSERT IGNORE it hides no other error.
+    const k = backtick(conflictColumns[0]);
+    return `INSERT INTO ${backtick(table)} (${cols}) VALUES (${columns.map(() => '?').join(', ')}) ON DUPLICATE KEY UPDATE ${k} = ${k}`;
+  },
+  lockRow(table, keyColumn) {
+    return { select: `SELECT * FROM ${backtick(table)} WHERE ${backtick(keyColumn)} = ? FOR UPDATE` };
+  },
+  skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
+  async tableInfo(manager, table) {
+    const schemaExpr = table.schema ? '?' : 'DATABASE()';
+    const args = table.schema ? [table.schema, table.name] : [table.name];
+    const columns: { name: string; dataType: string; columnType: string }[] = await manager.query(
+      `SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType FROM information_schema.COLUMNS
+        WHERE TABLE_SCHEMA = ${schemaExpr} AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
+      args,
+    );
+    if (columns.length === 0) return null;
+    const indexes: { indexName: string; columnName: string | null; subPart: number | null; parts: number | string }[] =
+      await manager.query(
+        `SELECT INDEX_NAME AS indexName, MAX(COLUMN_NAME) AS columnName, MAX(SUB_PART) AS subPart, COUNT(*) AS parts
+           FROM information_schema.STATISTICS
+          WHERE TABLE_SCHEMA = ${schemaExpr} AND TABLE_NAME = ? AND NON_UNIQUE = 0
+          GROUP BY INDEX_NAME`,
+        args,
+      );
+    const keyTypes: Record<string, ColumnInfo['keyType']> = {
+      tinyint: 'integer', smallint: 'integer', mediumint: 'integer', int: 'integer', bigint: 'bigint',
+      varchar: 'text', char: 'text', text: 'text', uuid: 'uuid',
+    };
+    return {
+      columns: columns.map((c) => ({ name: c.name, declaredType: c.columnType, keyType: keyTypes[c.dataType] ?? null })),
+      // A prefix index (SUB_PART) or a functional index (no COLUMN_NAME) is not unique on the column.
+      uniqueColumns: new Set(
+        indexes.filter((i) => Number(i.parts) === 1 && i.columnName && i.subPart === null).map((i) => i.columnName as string),
+      ),
+      quotedTable: table.schema ? `${backtick(table.schema)}.${backtick(table.name)}` : backtick(table.name),
+    };
+  },
+};
+
+export function dialectOf(dataSource: DataSource): Dialect {
+  const type: string = dataSource.options.type;
+  switch (type) {
+    case 'postgres':
+      return postgres;
+    case 'sqlite':
+    case 'better-sqlite3':
+      return sqlite;
+    case 'mysql':
+    case 'mariadb':
+      return mysql;
+    default:
+      throw new InvalidArgumentError(
+        `typeorm-checkpoint supports postgres, mysql/mariadb, sqlite and better-sqlite3 DataSources, not "${String(type)}".`,
+      );
+  }
+}

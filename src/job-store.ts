@@ -1,0 +1,158 @@
+import type { EntityManager } from 'typeorm';
+import { ownStatementError } from './database-errors';
+import { dialectOf } from './dialect';
+import { InvalidArgumentError } from './errors';
+import { decodeJson, type Json } from './json';
+import { dataSourceOf } from './transaction';
+
+export type JobKind = 'batch' | 'step';
+
+/** The stored state of a batch job or step. Times are milliseconds since the Unix epoch. */
+export interface Status {
+  name: string;
+  kind: JobKind;
+  done: boolean;
+  cursor: Json;
+  value: Json;
+  batches: number;
+  items: number;
+  startedAt: number;
+  updatedAt: number;
+  finishedAt: number | null;
+}
+
+/** A `checkpoint_jobs` row as the drivers return it (pg: int8 as string, sqlite/mysql: 0/1 booleans). */
+export interface JobRow {
+  name: string;
+  kind: string;
+  done: boolean | number | string;
+  cursor: string | null;
+  value: string | null;
+  fingerprint: string | null;
+  batches: number | string;
+  items: number | string;
+  started_at: number | string;
+  updated_at: number | string;
+  finished_at: number | string | null;
+}
+
+const TABLE = 'checkpoint_jobs';
+
+export function toStatus(row: JobRow): Status {
+  return {
+    name: row.name,
+    kind: row.kind as JobKind,
+    done: row.done === true || Number(row.done) === 1,
+    cursor: decodeJson(row.cursor),
+    value: decodeJson(row.value),
+    batches: Number(row.batches),
+    items: Number(row.items),
+    startedAt: Number(row.started_at),
+    updatedAt: Number(row.updated_at),
+    finishedAt: row.finished_at === null ? null : Number(row.finished_at),
+  };
+}
+
+/** Runs one of the library's own statements; failures become typed errors. */
+export async function run<T = unknown>(tx: EntityManager, sql: string, parameters: unknown[], what: string): Promise<T> {
+  try {
+    return (await tx.query(sql, parameters)) as T;
+  } catch (error) {
+    throw ownStatementError(error, what);
+  }
+}
+
+export function validateName(name: unknown, what = 'name'): asserts name is string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > 512) {
+    throw new InvalidArgumentError(`${what} must be a non-empty string of at most 512 characters.`);
+  }
+}
+
+/** Creates the job row unless it exists (never overwriting a concurrent creator's row). */
+export async function insertJob(tx: EntityManager, name: string, kind: JobKind, fingerprint: string | null): Promise<void> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const now = Date.now();
+  await run(
+    tx,
+    dialect.insertIgnore(TABLE, ['name', 'kind', 'done', 'fingerprint', 'batches', 'items', 'started_at', 'updated_at'], ['name']),
+    [name, kind, false, fingerprint, 0, 0, now, now],
+    `creating job "${name}"`,
+  );
+}
+
+/** Reads the job row and locks it (row lock, or the SQLite write lock) until the transaction ends. */
+export async function lockJob(tx: EntityManager, name: string): Promise<JobRow | undefined> {
+  const lock = dialectOf(dataSourceOf(tx)).lockRow(TABLE, 'name');
+  if (lock.before) await run(tx, lock.before, [name], `locking job "${name}"`);
+  const rows = await run<JobRow[]>(tx, lock.select, [name], `locking job "${name}"`);
+  return rows[0];
+}
+
+export async function readJob(tx: EntityManager, name: string): Promise<JobRow | undefined> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const rows = await run<JobRow[]>(
+    tx,
+    dialect.sql(`SELECT * FROM ${dialect.quote(TABLE)} WHERE ${dialect.quote('name')} = ?`),
+    [name],
+    `reading job "${name}"`,
+  );
+  return rows[0];
+}
+
+export function assertKind(row: JobRow, kind: JobKind): void {
+  if (row.kind !== kind) {
+    throw new InvalidArgumentError(`"${row.name}" is already used by a ${row.kind}; pick another name for this ${kind}.`);
+  }
+}
+
+/** Sets columns of one job row; `updated_at` is always refreshed. */
+export async function updateJob(tx: EntityManager, name: string, values: Record<string, unknown>): Promise<void> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const entries = Object.entries({ ...values, updated_at: Date.now() });
+  const assignments = entries.map(([column]) => `${dialect.quote(column)} = ?`).join(', ');
+  await run(
+    tx,
+    dialect.sql(`UPDATE ${dialect.quote(TABLE)} SET ${assignments} WHERE ${dialect.quote('name')} = ?`),
+    [...entries.map(([, value]) => value), name],
+    `updating job "${name}"`,
+  );
+}
+
+export async function deleteJob(tx: EntityManager, name: string): Promise<void> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  await run(
+    tx,
+    dialect.sql(`DELETE FROM ${dialect.quote(TABLE)} WHERE ${dialect.quote('name')} = ?`),
+    [name],
+    `resetting "${name}"`,
+  );
+}
+
+export async function selectJobs(
+  tx: EntityManager,
+  filter: { kind?: JobKind; done?: boolean; prefix?: string },
+): Promise<JobRow[]> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const conditions: string[] = [];
+  const parameters: unknown[] = [];
+  if (filter.kind !== undefined) {
+    conditions.push(`${dialect.quote('kind')} = ?`);
+    parameters.push(filter.kind);
+  }
+  if (filter.done !== undefined) {
+    conditions.push(`${dialect.quote('done')} = ?`);
+    parameters.push(filter.done);
+  }
+  if (filter.prefix !== undefined && filter.prefix !== '') {
+    // substr, not LIKE: a prefix containing % or _ must match literally.
+    conditions.push(`SUBSTR(${dialect.quote('name')}, 1, ?) = ?`);
+    parameters.push(Array.from(filter.prefix).length, filter.prefix);
+  }
+  const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
+  return run<JobRow[]>(
+    tx,
+    dialect.sql(`SELECT * FROM ${dialect.quote(TABLE)}${where} ORDER BY ${dialect.quote('name')}`),
+    parameters,
+    'listing jobs',
+  );
+}

@@ -1,0 +1,71 @@
+import { NonSerializableError } from './errors';
+
+/** A value that survives `JSON.stringify` → `JSON.parse` unchanged. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'number') return String(value);
+  if (typeof value === 'bigint') return 'a bigint';
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'symbol') return 'a symbol';
+  const constructorName = (value as object).constructor?.name;
+  return constructorName ? `a ${constructorName}` : 'an object without a plain prototype';
+}
+
+function check(value: unknown, path: string, ancestors: Set<object>, what: string): void {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (Number.isFinite(value)) return;
+      break;
+    case 'object': {
+      if (value === null) return;
+      if (ancestors.has(value)) throw new NonSerializableError(`${what} contains a cycle at ${path}.`);
+      const proto = Object.getPrototypeOf(value) as unknown;
+      const isArray = Array.isArray(value) && proto === Array.prototype;
+      if (!isArray && proto !== Object.prototype && proto !== null) break;
+      if (Object.getOwnPropertySymbols(value).length > 0) {
+        throw new NonSerializableError(`${what} has symbol keys at ${path}, which JSON drops.`);
+      }
+      ancestors.add(value);
+      if (isArray) {
+        const array = value as unknown[];
+        for (let i = 0; i < array.length; i++) {
+          if (!(i in array)) throw new NonSerializableError(`${what} is a sparse array at ${path} (hole at ${i}).`);
+          check(array[i], `${path}[${i}]`, ancestors, what);
+        }
+      } else {
+        for (const [key, item] of Object.entries(value)) check(item, `${path}.${key}`, ancestors, what);
+      }
+      ancestors.delete(value);
+      return;
+    }
+  }
+  throw new NonSerializableError(
+    `${what} must survive a JSON round trip unchanged, but ${path} is ${describe(value)}; convert it to plain JSON (e.g. a Date to an ISO string) first.`,
+  );
+}
+
+/** Throws NON_SERIALIZABLE unless `value` is plain JSON; returns its JSON text. `-0` is stored as `0`. */
+export function encodeJson(value: unknown, what = 'The value'): string {
+  check(value, '$', new Set(), what);
+  return JSON.stringify(value);
+}
+
+export function decodeJson(text: string | null): Json {
+  return text === null ? null : (JSON.parse(text) as Json);
+}
+
+/** `JSON.stringify` with object keys sorted recursively; NON_SERIALIZABLE for non-JSON input. */
+export function canonicalJson(value: unknown, what = 'The value'): string {
+  check(value, '$', new Set(), what);
+  return JSON.stringify(value, (_key, item: unknown) => {
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) return item;
+    const sorted: Record<string, unknown> = {};
+    for (const key of Object.keys(item).sort()) sorted[key] = (item as Record<string, unknown>)[key];
+    return sorted;
+  });
+}

@@ -1,0 +1,57 @@
+import { InvalidArgumentError } from './errors';
+import { deleteJob, type JobKind, readJob, selectJobs, type Status, toStatus, validateName } from './job-store';
+import { type Db, transact } from './transaction';
+
+export type { Status } from './job-store';
+
+/** Compares strings by Unicode code point (not UTF-16 unit, not database collation). */
+export function compareCodePoints(a: string, b: string): number {
+  const left = a[Symbol.iterator]();
+  const right = b[Symbol.iterator]();
+  for (;;) {
+    const x = left.next();
+    const y = right.next();
+    if (x.done || y.done) return x.done ? (y.done ? 0 : -1) : 1;
+    const difference = (x.value.codePointAt(0) as number) - (y.value.codePointAt(0) as number);
+    if (difference !== 0) return difference;
+  }
+}
+
+/** The stored state of a job or step, or null if it never ran (or was reset). */
+export async function status(db: Db, name: string): Promise<Status | null> {
+  validateName(name);
+  const row = await transact(db, (tx) => readJob(tx, name));
+  return row ? toStatus(row) : null;
+}
+
+/** Forgets a job or step; true if there was one. It does not undo the writes the job made. */
+export async function reset(db: Db, name: string): Promise<boolean> {
+  validateName(name);
+  return transact(db, async (tx) => {
+    const existed = (await readJob(tx, name)) !== undefined;
+    if (existed) await deleteJob(tx, name);
+    return existed;
+  });
+}
+
+export interface ListFilter {
+  kind?: JobKind;
+  done?: boolean;
+  prefix?: string;
+}
+
+/** Every stored job and step matching the filter, ordered by name (code point order). */
+export async function list(db: Db, filter: ListFilter = {}): Promise<Status[]> {
+  if (typeof filter !== 'object' || filter === null) throw new InvalidArgumentError('list: filter must be an object.');
+  if (filter.kind !== undefined && filter.kind !== 'batch' && filter.kind !== 'step') {
+    throw new InvalidArgumentError(`list: kind must be 'batch' or 'step', got ${String(filter.kind)}.`);
+  }
+  if (filter.done !== undefined && typeof filter.done !== 'boolean') {
+    throw new InvalidArgumentError('list: done must be a boolean.');
+  }
+  if (filter.prefix !== undefined && typeof filter.prefix !== 'string') {
+    throw new InvalidArgumentError('list: prefix must be a string.');
+  }
+  const rows = await transact(db, (tx) => selectJobs(tx, filter));
+  return rows.map(toStatus).sort((a, b) => compareCodePoints(a.name, b.name));
+}

@@ -1,0 +1,231 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { isRetryable, ownStatementError } from './database-errors';
+import { dialectOf } from './dialect';
+import { InvalidArgumentError, NoDataSourceError } from './errors';
+
+/** A DataSource, or an EntityManager (possibly a transaction's). Every function takes one first. */
+export type Db = DataSource | EntityManager;
+
+/** One open transaction or savepoint; its children (savepoints) are serialised by `children`. */
+interface Frame {
+  readonly dataSource: DataSource;
+  readonly manager: EntityManager;
+  readonly queryRunner: QueryRunner;
+  readonly parent?: Frame;
+  readonly children: Mutex;
+  closed: boolean;
+}
+
+/** A FIFO lock: `run` calls queue up and execute one at a time. */
+export class Mutex {
+  private last: Promise<void> = Promise.resolve();
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    const previous = this.last;
+    let release!: () => void;
+    this.last = new Promise<void>((resolve) => (release = resolve));
+    await previous;
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+}
+
+const MAX_ATTEMPTS = 5;
+const context = new AsyncLocalStorage<Frame>();
+const callerTransactions = new WeakMap<QueryRunner, Frame>();
+const singleConnectionLocks = new WeakMap<DataSource, Mutex>();
+let defaultDataSource: DataSource | null = null;
+let savepointCounter = 0;
+
+export function isEntityManager(db: unknown): db is EntityManager {
+  return typeof db === 'object' && db !== null && 'getRepository' in db && !('initialize' in db);
+}
+
+function isDataSource(db: unknown): db is DataSource {
+  return typeof db === 'object' && db !== null && 'initialize' in db && 'createQueryRunner' in db;
+}
+
+/** The DataSource behind a `Db` (TypeORM 1.x calls it `dataSource`, 0.3 `connection`). */
+export function dataSourceOf(db: Db): DataSource {
+  if (isDataSource(db)) return db;
+  if (isEntityManager(db)) {
+    const manager = db as EntityManager & { dataSource?: DataSource };
+    return manager.dataSource ?? manager.connection;
+  }
+  throw new InvalidArgumentError('Expected a TypeORM DataSource or EntityManager as the first argument.');
+}
+
+function isOpen(frame: Frame): boolean {
+  return !frame.closed && frame.queryRunner.isTransactionActive && !frame.queryRunner.isReleased;
+}
+
+/** The innermost open frame in this async context, if any. */
+function activeFrame(): Frame | undefined {
+  let frame = context.getStore();
+  while (frame && !isOpen(frame)) frame = frame.parent;
+  return frame;
+}
+
+/** The transaction a call on `db` must join, or undefined when it must open its own. */
+function transactionToJoin(db: Db, dataSource: DataSource): Frame | undefined {
+  const active = activeFrame();
+  if (isEntityManager(db)) {
+    const runner = db.queryRunner;
+    if (runner && runner.isTransactionActive && !runner.isReleased) {
+      if (active && active.queryRunner === runner) return active;
+      let root = callerTransactions.get(runner);
+      if (!root) {
+        root = { dataSource, manager: db, queryRunner: runner, children: new Mutex(), closed: false };
+        callerTransactions.set(runner, root);
+      }
+      return root;
+    }
+  }
+  return active && active.dataSource === dataSource ? active : undefined;
+}
+
+export function setDefaultDataSource(dataSource: DataSource | null): void {
+  defaultDataSource = dataSource;
+}
+
+export function getDefaultDataSource(): DataSource | null {
+  return defaultDataSource;
+}
+
+/** The transaction's DataSource active in this async context, if any. */
+export function activeDataSource(): DataSource | undefined {
+  return activeFrame()?.dataSource;
+}
+
+/**
+ * The manager of the transaction active in this async context; outside one, `db`'s manager;
+ * else the default data source's manager; else NO_DATA_SOURCE.
+ */
+export function currentManager(db?: Db): EntityManager {
+  const active = activeFrame();
+  if (db !== undefined) {
+    const dataSource = dataSourceOf(db);
+    if (active && active.dataSource === dataSource) return active.manager;
+    return isEntityManager(db) ? db : dataSource.manager;
+  }
+  if (active) return active.manager;
+  if (defaultDataSource) return defaultDataSource.manager;
+  throw new NoDataSourceError(
+    'currentManager() was called outside a transaction with no Db and no default: pass a DataSource or call setDefaultDataSource().',
+  );
+}
+
+async function inSavepoint<T>(parent: Frame, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+  // Savepoints on one connection must nest strictly, so siblings wait for each other.
+  return parent.children.run(async () => {
+    const runner = parent.queryRunner;
+    const name = `checkpoint_sp_${++savepointCounter}`;
+    try {
+      await runner.query(`SAVEPOINT ${name}`);
+    } catch (error) {
+      throw ownStatementError(error, 'opening a savepoint');
+    }
+    const frame: Frame = { ...parent, parent, children: new Mutex(), closed: false };
+    try {
+      const result = await context.run(frame, () => fn(frame.manager));
+      frame.closed = true;
+      try {
+        await runner.query(`RELEASE SAVEPOINT ${name}`);
+      } catch (error) {
+        throw ownStatementError(error, 'releasing a savepoint');
+      }
+      return result;
+    } catch (error) {
+      if (!frame.closed) {
+        frame.closed = true;
+        await rollbackToSavepoint(runner, name);
+      }
+      throw error;
+    }
+  });
+}
+
+async function rollbackToSavepoint(runner: QueryRunner, name: string): Promise<void> {
+  try {
+    await runner.query(`ROLLBACK TO SAVEPOINT ${name}`);
+    await runner.query(`RELEASE SAVEPOINT ${name}`);
+  } catch {
+    // The connection is gone or the transaction already aborted; the caller's own rollback or
+    // error handling takes over, and the original error is the one worth re-raising.
+  }
+}
+
+async function inOwnTransaction<T>(dataSource: DataSource, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const runner = dataSource.createQueryRunner();
+    try {
+      try {
+        await runner.startTransaction();
+      } catch (error) {
+        throw ownStatementError(error, 'starting a transaction');
+      }
+      const frame: Frame = { dataSource, manager: runner.manager, queryRunner: runner, children: new Mutex(), closed: false };
+      try {
+        const result = await context.run(frame, () => fn(runner.manager));
+        frame.closed = true;
+        try {
+          await runner.commitTransaction();
+        } catch (error) {
+          throw ownStatementError(error, 'committing');
+        }
+        return result;
+      } catch (error) {
+        frame.closed = true;
+        if (runner.isTransactionActive) await rollbackQuietly(runner);
+        throw error;
+      }
+    } catch (error) {
+      if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
+      throw error;
+    } finally {
+      await runner.release();
+    }
+  }
+}
+
+async function rollbackQuietly(runner: QueryRunner): Promise<void> {
+  try {
+    await runner.rollbackTransaction();
+  } catch {
+    // A failed rollback means the connection is gone: the server discards the transaction itself.
+  }
+}
+
+/**
+ * Runs `fn` in a transaction following the one rule: join the caller's (a SAVEPOINT) when `db` is
+ * a transaction's manager or a transaction of the same DataSource is active in this async context,
+ * otherwise open, commit and roll back a transaction of its own (retrying serialization failures
+ * and deadlocks of its own statements a bounded number of times).
+ */
+export async function transact<T>(db: Db, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+  const dataSource = dataSourceOf(db);
+  const parent = transactionToJoin(db, dataSource);
+  if (parent) return inSavepoint(parent, fn);
+  if (!dialectOf(dataSource).singleConnection) return inOwnTransaction(dataSource, fn);
+  let lock = singleConnectionLocks.get(dataSource);
+  if (!lock) {
+    lock = new Mutex();
+    singleConnectionLocks.set(dataSource, lock);
+  }
+  return lock.run(() => inOwnTransaction(dataSource, fn));
+}
+
+/** True when a call on `db` would join an existing transaction rather than open its own. */
+export function joinsTransaction(db: Db): boolean {
+  return transactionToJoin(db, dataSourceOf(db)) !== undefined;
+}
+
+/** Runs `fn` in a transaction (joining as above) and binds `tx` to the async context. */
+export async function runInTransaction<T>(db: Db, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+  if (typeof fn !== 'function') throw new InvalidArgumentError('runInTransaction(db, fn): fn must be a function.');
+  return transact(db, fn);
+}

@@ -1,0 +1,74 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const ROOT = join(__dirname, '..', '..');
+
+/** A child process running a TypeScript file under ts-node (transpile-only, for start-up speed). */
+export interface Child {
+  process: ChildProcess;
+  /** Resolves with the exit code (null when killed by a signal) and the signal. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Every stdout line so far. */
+  lines: string[];
+  /** Resolves with the first stdout line (from now on, or already seen) that satisfies `match`. */
+  waitForLine(match: (line: string) => boolean): Promise<string>;
+  stderr(): string;
+}
+
+export function startChild(script: string, args: string[] = [], env: Record<string, string> = {}): Child {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', '-r', 'reflect-metadata', join(ROOT, script), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  const waiters: { match: (line: string) => boolean; resolve: (line: string) => void; reject: (e: Error) => void }[] = [];
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    lines.push(line);
+    for (const waiter of [...waiters]) {
+      if (waiter.match(line)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(line);
+      }
+    }
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => {
+      for (const waiter of waiters.splice(0)) {
+        waiter.reject(new Error(`child ${script} exited (${code ?? signal}) before the expected line; stderr:\n${stderr}`));
+      }
+      resolve({ code, signal });
+    }),
+  );
+  return {
+    process: child,
+    exited,
+    lines,
+    stderr: () => stderr,
+    waitForLine(match) {
+      const seen = lines.find(match);
+      if (seen !== undefined) return Promise.resolve(seen);
+      if (child.exitCode !== null || child.signalCode !== null) {
+        return Promise.reject(new Error(`child ${script} already exited; stderr:\n${stderr}`));
+      }
+      return new Promise((resolve, reject) => waiters.push({ match, resolve, reject }));
+    },
+  };
+}
+
+/** Kills the child with SIGKILL and waits until it is gone. */
+export async function kill(child: Child): Promise<void> {
+  if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGKILL');
+  await child.exited;
+}
+
+/** Runs a child to completion and fails with its stderr if it exits non-zero. */
+export async function runChild(script: string, args: string[] = [], env: Record<string, string> = {}): Promise<Child> {
+  const child = startChild(script, args, env);
+  const { code, signal } = await child.exited;
+  if (code !== 0) throw new Error(`child ${script} ${args.join(' ')} failed (${code ?? signal}):\n${child.stderr()}`);
+  return child;
+}
