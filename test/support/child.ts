@@ -14,13 +14,15 @@ export interface Child {
   /** Resolves with the first stdout line (from now on, or already seen) that satisfies `match`. */
   waitForLine(match: (line: string) => boolean): Promise<string>;
   stderr(): string;
+  /** Writes one line to the child's stdin (e.g. a "go" signal a fixture waits for). */
+  send(line: string): void;
 }
 
 export function startChild(script: string, args: string[] = [], env: Record<string, string> = {}): Child {
   const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', '-r', 'reflect-metadata', join(ROOT, script), ...args], {
     cwd: ROOT,
     env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
   const waiters: { match: (line: string) => boolean; resolve: (line: string) => void; reject: (e: Error) => void }[] = [];
@@ -35,6 +37,7 @@ export function startChild(script: string, args: string[] = [], env: Record<stri
       }
     }
   });
+  child.stdin?.on('error', () => undefined); // a child that exits before reading its stdin is not a test failure
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => {
       for (const waiter of waiters.splice(0)) {
@@ -48,6 +51,9 @@ export function startChild(script: string, args: string[] = [], env: Record<stri
     exited,
     lines,
     stderr: () => stderr,
+    send(line) {
+      child.stdin?.write(`${line}\n`);
+    },
     waitForLine(match) {
       const seen = lines.find(match);
       if (seen !== undefined) return Promise.resolve(seen);

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { DataSource, type DataSourceOptions, type MixedList, type EntitySchema } from 'typeorm';
+import { DataSource, type DataSourceOptions, type Logger, type MixedList, type EntitySchema } from 'typeorm';
 import { checkpointEntities, checkpointMigrations, dataSourceOptionsFromUrl } from '../../src';
 
 export type Driver = 'sqlite' | 'postgres' | 'mysql';
@@ -32,7 +32,7 @@ async function adminQuery(sql: string): Promise<void> {
 export interface TestDatabase {
   url: string;
   /** Opens a DataSource with the checkpoint entities (plus `entities`) and runs the migrations. */
-  open(options?: { entities?: MixedList<Function | string | EntitySchema>; logging?: DataSourceOptions['logging'] }): Promise<DataSource>;
+  open(options?: { entities?: MixedList<Function | string | EntitySchema>; logging?: DataSourceOptions['logging']; logger?: Logger }): Promise<DataSource>;
   drop(): Promise<void>;
 }
 
@@ -61,7 +61,8 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
         ...dataSourceOptionsFromUrl(url),
         entities: [...checkpointEntities, ...((options.entities as []) ?? [])],
         migrations: checkpointMigrations,
-        logging: options.logging ?? false,
+        logging: options.logging ?? (options.logger ? true : false),
+        ...(options.logger ? { logger: options.logger } : {}),
       });
       await dataSource.initialize();
       await dataSource.runMigrations();
