@@ -6,6 +6,8 @@ export function waitForGo(): Promise<void> {
     const lines = createInterface({ input: process.stdin });
     lines.once('line', () => {
       lines.close();
+      // An open stdin pipe would keep the worker alive after its work is done.
+      process.stdin.destroy();
       resolve();
     });
   });
