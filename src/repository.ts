@@ -1,0 +1,57 @@
+import type { EntityManager, Repository } from 'typeorm';
+import { CheckpointJob } from '../entities';
+import { eachBatch, type EachBatchOptions, type EachBatchResult, type Source } from './each-batch';
+import { InvalidArgumentError } from './errors';
+import type { Json } from './json';
+import { list, type ListFilter, reset, status, type Status } from './status';
+import { step } from './step';
+import { dataSourceOf, type Db, isEntityManager } from './transaction';
+
+/** The package's functions with the `Db` argument bound to the repository's manager. */
+export interface CheckpointRepositoryMethods {
+  eachBatch<T>(
+    name: string,
+    source: Source<T>,
+    limit: number,
+    handler: (items: T[], tx: EntityManager) => unknown,
+    options?: EachBatchOptions,
+  ): Promise<EachBatchResult>;
+  step<T extends Json>(name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T>;
+  status(name: string): Promise<Status | null>;
+  reset(name: string): Promise<boolean>;
+  list(filter?: ListFilter): Promise<Status[]>;
+}
+
+export type CheckpointRepository = Repository<CheckpointJob> & CheckpointRepositoryMethods;
+
+/**
+ * TypeORM's repository of `checkpoint_jobs`, extended with the job and step functions, for
+ * services that inject repositories. From a transaction's manager, every call joins that transaction.
+ */
+export function getCheckpointRepository(db: Db): CheckpointRepository {
+  const dataSource = dataSourceOf(db);
+  if (!dataSource.hasMetadata(CheckpointJob)) {
+    throw new InvalidArgumentError(
+      'getCheckpointRepository: this DataSource does not know CheckpointJob; add checkpointEntities to its entities.',
+    );
+  }
+  const manager = isEntityManager(db) ? db : dataSource.manager;
+  // `this.manager`, not the closure's: a repository TypeORM re-binds (e.g. withRepository) keeps working.
+  return manager.getRepository(CheckpointJob).extend<CheckpointRepositoryMethods>({
+    eachBatch(name, source, limit, handler, options) {
+      return eachBatch(this.manager, name, source, limit, handler, options);
+    },
+    step(name, f) {
+      return step(this.manager, name, f);
+    },
+    status(name) {
+      return status(this.manager, name);
+    },
+    reset(name) {
+      return reset(this.manager, name);
+    },
+    list(filter) {
+      return list(this.manager, filter);
+    },
+  });
+}
