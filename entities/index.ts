@@ -1,8 +1,9 @@
 import { CheckpointJob } from './CheckpointJob';
+import { FileCheckpoint, type FileStatus } from './FileCheckpoint';
 import { ImportItem } from './ImportItem';
 import { ImportJob } from './ImportJob';
 
-export { CheckpointJob, ImportItem, ImportJob };
+export { CheckpointJob, FileCheckpoint, type FileStatus, ImportItem, ImportJob };
 
 /** Add these to your DataSource's `entities`. */
-export const checkpointEntities = [CheckpointJob, ImportJob, ImportItem];
+export const checkpointEntities = [CheckpointJob, ImportJob, ImportItem, FileCheckpoint];

@@ -44,6 +44,19 @@ export interface Dialect {
   lockRow(table: string, keyColumn: string): { before?: string; select: string };
   /** Suffix that makes a SELECT lock the rows it returns and skip rows locked by others. */
   readonly skipLockedSuffix: string;
+  /** `insertIgnore` of `rows` rows in one statement (rows whose key exists are skipped). */
+  insertIgnoreRows(table: string, columns: string[], conflictColumns: string[], rows: number): string;
+  /** How an upsert's assignments refer to the value proposed for `column`. */
+  proposed(column: string): string;
+  /**
+   * One atomic statement: insert the row, or, when its key exists, apply `assignments` only where
+   * `condition` holds. Assignments and condition read the existing row as `table.column` and take
+   * no placeholders. They apply in order (on MySQL later ones see earlier new values), so list
+   * the columns that others read last.
+   */
+  conditionalUpsert(table: string, columns: string[], conflictColumn: string, assignments: [string, string][], condition: string): string;
+  /** True when an upsert that changed nothing still counts as affected (MySQL's FOUND_ROWS). */
+  readonly upsertCountsUnchangedRows: boolean;
   tableInfo(manager: EntityManager, table: TableRef): Promise<TableInfo | null>;
 }
 
@@ -51,6 +64,27 @@ const questionMarks = /\?/g;
 
 function doubleQuote(identifier: string): string {
   return `"${identifier.replace(/"/g, '""')}"`;
+}
+
+function valueRows(columnCount: number, rows: number): string {
+  const row = `(${new Array<string>(columnCount).fill('?').join(', ')})`;
+  return new Array<string>(rows).fill(row).join(', ');
+}
+
+/** PostgreSQL and SQLite (3.24+) share the upsert syntax; `?` placeholders. */
+function onConflictDoNothing(table: string, columns: string[], conflictColumns: string[], rows: number): string {
+  return `INSERT INTO ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) VALUES ${valueRows(columns.length, rows)} ON CONFLICT (${conflictColumns.map(doubleQuote).join(', ')}) DO NOTHING`;
+}
+
+function onConflictUpdateWhere(
+  table: string,
+  columns: string[],
+  conflictColumn: string,
+  assignments: [string, string][],
+  condition: string,
+): string {
+  const updates = assignments.map(([column, value]) => `${doubleQuote(column)} = ${value}`).join(', ');
+  return `INSERT INTO ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) VALUES ${valueRows(columns.length, 1)} ON CONFLICT (${doubleQuote(conflictColumn)}) DO UPDATE SET ${updates} WHERE ${condition}`;
 }
 
 const SQLITE_INTEGER = /INT/i;
@@ -76,6 +110,14 @@ const postgres: Dialect = {
     return { select: this.sql(`SELECT * FROM ${doubleQuote(table)} WHERE ${doubleQuote(keyColumn)} = ? FOR UPDATE`) };
   },
   skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
+  insertIgnoreRows(table, columns, conflictColumns, rows) {
+    return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
+  },
+  proposed: (column) => `EXCLUDED.${doubleQuote(column)}`,
+  conditionalUpsert(table, columns, conflictColumn, assignments, condition) {
+    return this.sql(onConflictUpdateWhere(table, columns, conflictColumn, assignments, condition));
+  },
+  upsertCountsUnchangedRows: false,
   async tableInfo(manager, table) {
     const regclass = table.schema
       ? "to_regclass(quote_ident($1) || '.' || quote_ident($2))"
@@ -129,6 +171,10 @@ const sqlite: Dialect = {
     return { before: `UPDATE ${t} SET ${k} = ${k} WHERE ${k} = ?`, select: `SELECT * FROM ${t} WHERE ${k} = ?` };
   },
   skipLockedSuffix: '',
+  insertIgnoreRows: onConflictDoNothing,
+  proposed: (column) => `excluded.${doubleQuote(column)}`,
+  conditionalUpsert: onConflictUpdateWhere,
+  upsertCountsUnchangedRows: false,
   async tableInfo(manager, table) {
     const columns: { cid: number; name: string; type: string; pk: number }[] = await manager.query(
       'SELECT cid, name, type, pk FROM pragma_table_info(?)',
@@ -183,6 +229,20 @@ const mysql: Dialect = {
     return { select: `SELECT * FROM ${backtick(table)} WHERE ${backtick(keyColumn)} = ? FOR UPDATE` };
   },
   skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
+  insertIgnoreRows(table, columns, conflictColumns, rows) {
+    const k = backtick(conflictColumns[0]);
+    return `INSERT INTO ${backtick(table)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, rows)} ON DUPLICATE KEY UPDATE ${k} = ${k}`;
+  },
+  proposed: (column) => `VALUES(${backtick(column)})`,
+  conditionalUpsert(table, columns, _conflictColumn, assignments, condition) {
+    // MySQL applies assignments left to right, so the condition is evaluated once, up front.
+    const updates = assignments.map(([column, value], i) => {
+      const test = i === 0 ? `@checkpoint_upsert := (${condition})` : '@checkpoint_upsert';
+      return `${backtick(column)} = IF(${test}, ${value}, ${backtick(table)}.${backtick(column)})`;
+    });
+    return `INSERT INTO ${backtick(table)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, 1)} ON DUPLICATE KEY UPDATE ${updates.join(', ')}`;
+  },
+  upsertCountsUnchangedRows: true,
   async tableInfo(manager, table) {
     const schemaExpr = table.schema ? '?' : 'DATABASE()';
     const args = table.schema ? [table.schema, table.name] : [table.name];

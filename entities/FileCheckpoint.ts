@@ -1,0 +1,70 @@
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import { bigintNumber } from './bigint-number';
+import { epochMsDate } from './epoch-ms-date';
+
+/** Where a file is in its life: `failed` with no retries left is a dead letter. */
+export type FileStatus = 'pending' | 'processing' | 'completed' | 'failed';
+
+/**
+ * One file of a multi-worker queue, keyed by its URL (never a local path). Times are stored as
+ * epoch milliseconds; `claimToken` fences stale workers, `leaseExpiresAt` frees crashed ones.
+ */
+@Entity('file_checkpoints')
+@Index('IDX_file_checkpoints_status', ['status'])
+export class FileCheckpoint {
+  /** 768 characters: the longest key MySQL's InnoDB can index in utf8mb4. */
+  @PrimaryColumn({ name: 'file_url', type: 'varchar', length: 768 })
+  fileUrl!: string;
+
+  @Column({ name: 'file_type', type: 'varchar', length: 255 })
+  fileType!: string;
+
+  @Column({ name: 'file_timestamp', type: 'bigint', transformer: epochMsDate })
+  fileTimestamp!: Date;
+
+  @Column({ type: 'varchar', length: 16, default: 'pending' })
+  status!: FileStatus;
+
+  @Column({ name: 'records_total', type: 'bigint', default: 0, transformer: bigintNumber })
+  recordsTotal!: number;
+
+  @Column({ name: 'records_filtered', type: 'bigint', default: 0, transformer: bigintNumber })
+  recordsFiltered!: number;
+
+  @Column({ name: 'records_persisted', type: 'bigint', default: 0, transformer: bigintNumber })
+  recordsPersisted!: number;
+
+  @Column({ name: 'processing_time_ms', type: 'bigint', default: 0, transformer: bigintNumber })
+  processingTimeMs!: number;
+
+  @Column({ name: 'error_message', type: 'text', nullable: true })
+  errorMessage!: string | null;
+
+  /** Re-claims so far: a file gets at most `1 + maxRetries` attempts. */
+  @Column({ name: 'retry_count', type: 'integer', default: 0 })
+  retryCount!: number;
+
+  /** Stored when the row is created, so every manager agrees on what a dead letter is. */
+  @Column({ name: 'max_retries', type: 'integer', default: 3 })
+  maxRetries!: number;
+
+  /** The worker id of the latest claim (informational; the claim token is what fences). */
+  @Column({ name: 'processed_by', type: 'varchar', length: 255, nullable: true })
+  processedBy!: string | null;
+
+  /** Incremented by every successful claim; completion, failure and heartbeat must present it. */
+  @Column({ name: 'claim_token', type: 'bigint', default: 0, transformer: bigintNumber })
+  claimToken!: number;
+
+  @Column({ name: 'lease_expires_at', type: 'bigint', nullable: true, transformer: epochMsDate })
+  leaseExpiresAt!: Date | null;
+
+  @Column({ name: 'started_at', type: 'bigint', nullable: true, transformer: epochMsDate })
+  startedAt!: Date | null;
+
+  @Column({ name: 'completed_at', type: 'bigint', nullable: true, transformer: epochMsDate })
+  completedAt!: Date | null;
+
+  @Column({ name: 'created_at', type: 'bigint', transformer: epochMsDate })
+  createdAt!: Date;
+}

@@ -1,0 +1,81 @@
+import type { EntityManager } from 'typeorm';
+import type { FileCheckpoint } from '../../entities/FileCheckpoint';
+import { ClaimLostError } from '../errors';
+
+/** What a worker reports when it finishes a file. */
+export interface ProcessingStats {
+  totalRows: number;
+  filteredRows: number;
+  persistedRows: number;
+  durationMs: number;
+}
+
+/** A file to queue (`register`) or claim. */
+export interface FileRef {
+  fileUrl: string;
+  fileType: string;
+  fileTimestamp: Date;
+}
+
+/** Counts by status (`failed` includes the dead letters) and the completed files' statistics. */
+export interface ClaimSummary {
+  pending: number;
+  processing: number;
+  completed: number;
+  failed: number;
+  deadLetters: number;
+  recordsTotal: number;
+  recordsFiltered: number;
+  recordsPersisted: number;
+  processingTimeMs: number;
+}
+
+/** Who claims, and on what terms: `maxRetries` only matters for rows this claim creates. */
+export interface Claimant {
+  workerId: string;
+  maxRetries: number;
+  leaseMs: number;
+}
+
+/**
+ * The claim rules, implemented once over SQL and once in memory with identical semantics.
+ * `now` is the caller's clock in epoch milliseconds; a `token` is what a claim returned, and
+ * every write that presents one applies only while it is current and the file is processing.
+ */
+export interface ClaimStore {
+  /** Claims one file (creating its row if needed) in one atomic statement: the new token, or null. */
+  claim(file: FileRef, claimant: Claimant, now: number): Promise<number | null>;
+  /** Claims up to `limit` pending, retryable or lease-expired files; returns them as claimed. */
+  claimNext(limit: number, fileType: string | undefined, claimant: Claimant, now: number): Promise<FileCheckpoint[]>;
+  complete(fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean>;
+  /**
+   * Runs `work` and completes the claim with its stats in the same transaction (`tx` is undefined
+   * in memory); throws CLAIM_LOST, keeping none of work's writes, when the claim is no longer current.
+   */
+  completeWith(
+    fileUrl: string,
+    token: number,
+    work: (tx: EntityManager | undefined) => Promise<ProcessingStats>,
+  ): Promise<ProcessingStats>;
+  fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean>;
+  heartbeat(fileUrl: string, token: number, leaseExpiresAt: number): Promise<boolean>;
+  isCompleted(fileUrl: string): Promise<boolean>;
+  get(fileUrl: string, now: number): Promise<FileCheckpoint | null>;
+  /** Inserts pending rows for files not yet known; returns how many it inserted. */
+  register(files: FileRef[], maxRetries: number, now: number): Promise<number>;
+  deadLetters(now: number): Promise<FileCheckpoint[]>;
+  /** Makes a failed file (dead letter or not) pending again with a fresh retry budget. */
+  requeue(fileUrl: string, now: number): Promise<boolean>;
+  summary(now: number): Promise<ClaimSummary>;
+}
+
+/** The error message a lease that expired on the last allowed attempt leaves on its dead letter. */
+export const LEASE_EXPIRED = 'lease expired';
+
+export function claimLost(fileUrl: string, action: string): ClaimLostError {
+  return new ClaimLostError(
+    `Cannot ${action} "${fileUrl}": this manager no longer holds its claim (another worker took it over after the ` +
+      'lease expired, it was completed, failed or requeued, or it was never claimed here). Nothing was changed; ' +
+      'drop this file and claim the next one.',
+  );
+}

@@ -1,0 +1,448 @@
+import type { EntityManager, QueryResult } from 'typeorm';
+import type { FileCheckpoint, FileStatus } from '../../entities/FileCheckpoint';
+import { ownStatementError } from '../database-errors';
+import { type Dialect, dialectOf } from '../dialect';
+import { CheckpointError, DatabaseError, StoreUnavailableError } from '../errors';
+import { run } from '../job-store';
+import { type Db, dataSourceOf, transact } from '../transaction';
+import {
+  type Claimant,
+  claimLost,
+  type ClaimStore,
+  type ClaimSummary,
+  type FileRef,
+  LEASE_EXPIRED,
+  type ProcessingStats,
+} from './claim-store';
+
+const TABLE = 'file_checkpoints';
+// Bounds the placeholders per statement well below every driver's limit (SQLite's is the lowest).
+const ROWS_PER_STATEMENT = 50;
+const URLS_PER_STATEMENT = 500;
+const REGISTER_COLUMNS = [
+  'file_url', 'file_type', 'file_timestamp', 'status', 'records_total', 'records_filtered', 'records_persisted',
+  'processing_time_ms', 'retry_count', 'max_retries', 'claim_token', 'created_at',
+];
+const CLAIM_COLUMNS = [...REGISTER_COLUMNS, 'processed_by', 'started_at', 'lease_expires_at'];
+
+/** A `file_checkpoints` row as the drivers return it (pg: int8 as strings). */
+interface FileRow {
+  file_url: string;
+  file_type: string;
+  file_timestamp: number | string;
+  status: string;
+  records_total: number | string;
+  records_filtered: number | string;
+  records_persisted: number | string;
+  processing_time_ms: number | string;
+  error_message: string | null;
+  retry_count: number | string;
+  max_retries: number | string;
+  processed_by: string | null;
+  claim_token: number | string;
+  lease_expires_at: number | string | null;
+  started_at: number | string | null;
+  completed_at: number | string | null;
+  created_at: number | string;
+}
+
+function toFileCheckpoint(row: FileRow): FileCheckpoint {
+  const date = (ms: number | string | null): Date | null => (ms === null ? null : new Date(Number(ms)));
+  return {
+    fileUrl: row.file_url,
+    fileType: row.file_type,
+    fileTimestamp: new Date(Number(row.file_timestamp)),
+    status: row.status as FileStatus,
+    recordsTotal: Number(row.records_total),
+    recordsFiltered: Number(row.records_filtered),
+    recordsPersisted: Number(row.records_persisted),
+    processingTimeMs: Number(row.processing_time_ms),
+    errorMessage: row.error_message,
+    retryCount: Number(row.retry_count),
+    maxRetries: Number(row.max_retries),
+    processedBy: row.processed_by,
+    claimToken: Number(row.claim_token),
+    leaseExpiresAt: date(row.lease_expires_at),
+    startedAt: date(row.started_at),
+    completedAt: date(row.completed_at),
+    createdAt: new Date(Number(row.created_at)),
+  };
+}
+
+/** A failure of the caller's `work`, carried through the transaction helper untouched. */
+class WorkFailure extends Error {
+  constructor(readonly failure: unknown) {
+    super('work failed');
+  }
+}
+
+/**
+ * The claim rules in SQL over `file_checkpoints`, through the dialect adapter. Times are the
+ * caller's clock (epoch ms bound as parameters), so every comparison is one plain number compare.
+ * Every statement runs through `transact`, joining the caller's transaction when there is one.
+ */
+export class DatabaseClaimStore implements ClaimStore {
+  private readonly dialect: Dialect;
+
+  constructor(private readonly db: Db) {
+    this.dialect = dialectOf(dataSourceOf(db));
+  }
+
+  private get table(): string {
+    return this.dialect.quote(TABLE);
+  }
+
+  /** `column` of the existing row, qualified so it also reads right inside an upsert. */
+  private existing(column: string): string {
+    return `${this.table}.${this.dialect.quote(column)}`;
+  }
+
+  /** Pending, failed with retries left, or processing with an expired lease and retries left. */
+  private claimable(now: string): string {
+    const c = (column: string) => this.existing(column);
+    return (
+      `(${c('status')} = 'pending' OR (${c('status')} = 'failed' AND ${c('retry_count')} < ${c('max_retries')})` +
+      ` OR (${c('status')} = 'processing' AND ${c('lease_expires_at')} <= ${now} AND ${c('retry_count')} < ${c('max_retries')}))`
+    );
+  }
+
+  /** The SET list of a claim; `status` last because MySQL applies assignments in order. */
+  private claimAssignments(worker: string, startedAt: string, leaseExpiresAt: string): [string, string][] {
+    const c = (column: string) => this.existing(column);
+    return [
+      ['retry_count', `${c('retry_count')} + CASE WHEN ${c('status')} = 'pending' THEN 0 ELSE 1 END`],
+      ['claim_token', `${c('claim_token')} + 1`],
+      ['processed_by', worker],
+      ['started_at', startedAt],
+      ['lease_expires_at', leaseExpiresAt],
+      ['status', "'processing'"],
+    ];
+  }
+
+  private sql(text: string): string {
+    return this.dialect.sql(text);
+  }
+
+  /**
+   * Any failure of the store's own statements is STORE_UNAVAILABLE with the database error as
+   * `cause` — never a silent switch to memory. The caller's errors and typed ones pass through.
+   */
+  private async guard<T>(what: string, operation: () => Promise<T>): Promise<T> {
+    try {
+      return await operation();
+    } catch (error) {
+      if (error instanceof WorkFailure) throw error.failure;
+      if (error instanceof CheckpointError && !(error instanceof DatabaseError)) throw error;
+      const cause = error instanceof DatabaseError && error.cause !== undefined ? error.cause : error;
+      const detail = cause instanceof Error ? cause.message : String(cause);
+      throw new StoreUnavailableError(
+        `The claim store's database failed while ${what} (${detail}). Nothing was claimed in memory instead; ` +
+          'check the DataSource (connection, migrations) and retry.',
+        { cause },
+      );
+    }
+  }
+
+  /** Runs one statement and returns how many rows it inserted or updated. */
+  private async affected(tx: EntityManager, sql: string, parameters: unknown[], what: string): Promise<number> {
+    try {
+      // The structured result is the one place every driver reports affected rows (TypeORM 0.3 and 1.x).
+      const result = (await tx.queryRunner!.query(sql, parameters, true)) as QueryResult;
+      return Number(result.affected ?? 0);
+    } catch (error) {
+      throw ownStatementError(error, what);
+    }
+  }
+
+  private async readRow(tx: EntityManager, fileUrl: string): Promise<FileRow | undefined> {
+    const rows = await run<FileRow[]>(
+      tx,
+      this.sql(`SELECT * FROM ${this.table} WHERE ${this.dialect.quote('file_url')} = ?`),
+      [fileUrl],
+      `reading "${fileUrl}"`,
+    );
+    return rows[0];
+  }
+
+  /**
+   * A lease that expired on the last allowed attempt turns its file into a dead letter; run first
+   * in a transaction, this write also takes SQLite's write lock before anything is read.
+   */
+  private async expireLastAttempts(tx: EntityManager, now: number, fileUrl?: string): Promise<void> {
+    const q = (column: string) => this.dialect.quote(column);
+    const one = fileUrl === undefined ? '' : `${q('file_url')} = ? AND `;
+    await run(
+      tx,
+      this.sql(
+        `UPDATE ${this.table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
+          `WHERE ${one}${q('status')} = 'processing' AND ${q('lease_expires_at')} <= ? AND ${q('retry_count')} >= ${q('max_retries')}`,
+      ),
+      fileUrl === undefined ? [LEASE_EXPIRED, now] : [LEASE_EXPIRED, fileUrl, now],
+      'expiring leases',
+    );
+  }
+
+  async claim(file: FileRef, claimant: Claimant, now: number): Promise<number | null> {
+    const d = this.dialect;
+    const sql = d.conditionalUpsert(
+      TABLE,
+      CLAIM_COLUMNS,
+      'file_url',
+      this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
+      // The proposed row's started_at is `now`: the condition needs no placeholder of its own.
+      this.claimable(d.proposed('started_at')),
+    );
+    const parameters = [
+      file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'processing', 0, 0, 0, 0, 0, claimant.maxRetries, 1, now,
+      claimant.workerId, now, now + claimant.leaseMs,
+    ];
+    return this.guard(`claiming "${file.fileUrl}"`, () =>
+      transact(this.db, async (tx) => {
+        await this.expireLastAttempts(tx, now, file.fileUrl);
+        let before: FileRow | undefined;
+        if (d.upsertCountsUnchangedRows) {
+          const lock = d.lockRow(TABLE, 'file_url');
+          before = (await run<FileRow[]>(tx, lock.select, [file.fileUrl], `locking "${file.fileUrl}"`))[0];
+        }
+        const affected = await this.affected(tx, sql, parameters, `claiming "${file.fileUrl}"`);
+        if (affected === 0) return null;
+        const row = await this.readRow(tx, file.fileUrl);
+        // Where an unchanged row still counts as affected, the token (read under the row lock) tells.
+        const claimed = row !== undefined && (!d.upsertCountsUnchangedRows || before === undefined || Number(row.claim_token) > Number(before.claim_token));
+        return claimed ? Number(row.claim_token) : null;
+      }),
+    );
+  }
+
+  async claimNext(limit: number, fileType: string | undefined, claimant: Claimant, now: number): Promise<FileCheckpoint[]> {
+    const q = (column: string) => this.dialect.quote(column);
+    const byType = fileType === undefined ? '' : ` AND ${this.existing('file_type')} = ?`;
+    return this.guard('claiming the next files', () =>
+      transact(this.db, async (tx) => {
+        await this.expireLastAttempts(tx, now);
+        // The picked rows stay locked until commit (SKIP LOCKED row locks; SQLite's write lock,
+        // taken above), so the update below changes exactly them and no other worker can.
+        const picked = await run<{ file_url: string }[]>(
+          tx,
+          this.sql(
+            `SELECT ${q('file_url')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
+              `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}`,
+          ),
+          fileType === undefined ? [now, limit] : [now, fileType, limit],
+          'picking the next files',
+        );
+        const urls = picked.map((row) => row.file_url);
+        const assignments = this.claimAssignments('?', '?', '?')
+          .map(([column, value]) => `${q(column)} = ${value}`)
+          .join(', ');
+        const rows: FileRow[] = [];
+        for (let i = 0; i < urls.length; i += URLS_PER_STATEMENT) {
+          const chunk = urls.slice(i, i + URLS_PER_STATEMENT);
+          const marks = chunk.map(() => '?').join(', ');
+          await run(
+            tx,
+            this.sql(`UPDATE ${this.table} SET ${assignments} WHERE ${q('file_url')} IN (${marks})`),
+            [claimant.workerId, now, now + claimant.leaseMs, ...chunk],
+            'claiming the next files',
+          );
+          rows.push(
+            ...(await run<FileRow[]>(
+              tx,
+              this.sql(`SELECT * FROM ${this.table} WHERE ${q('file_url')} IN (${marks})`),
+              chunk,
+              'reading the claimed files',
+            )),
+          );
+        }
+        const order = new Map(urls.map((url, i) => [url, i]));
+        return rows.sort((a, b) => order.get(a.file_url)! - order.get(b.file_url)!).map(toFileCheckpoint);
+      }),
+    );
+  }
+
+  private async completeIn(tx: EntityManager, fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
+    const q = (column: string) => this.dialect.quote(column);
+    const affected = await this.affected(
+      tx,
+      this.sql(
+        `UPDATE ${this.table} SET ${q('status')} = 'completed', ${q('records_total')} = ?, ${q('records_filtered')} = ?, ` +
+          `${q('records_persisted')} = ?, ${q('processing_time_ms')} = ?, ${q('completed_at')} = ?, ${q('lease_expires_at')} = NULL ` +
+          `WHERE ${this.fenced()}`,
+      ),
+      [stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, now, fileUrl, token],
+      `completing "${fileUrl}"`,
+    );
+    return affected > 0;
+  }
+
+  /** The fencing condition: the presented token is current and the file is still processing. */
+  private fenced(): string {
+    const q = (column: string) => this.dialect.quote(column);
+    return `${q('file_url')} = ? AND ${q('claim_token')} = ? AND ${q('status')} = 'processing'`;
+  }
+
+  async complete(fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
+    return this.guard(`completing "${fileUrl}"`, () => transact(this.db, (tx) => this.completeIn(tx, fileUrl, token, stats, now)));
+  }
+
+  async completeWith(
+    fileUrl: string,
+    token: number,
+    work: (tx: EntityManager | undefined) => Promise<ProcessingStats>,
+  ): Promise<ProcessingStats> {
+    return this.guard(`completing "${fileUrl}"`, () =>
+      transact(this.db, async (tx) => {
+        // SQLite: take the write lock before work reads anything, so its snapshot cannot go stale.
+        // Elsewhere nothing is locked until the completion, so a stalled worker blocks no takeover.
+        const lock = this.dialect.lockRow(TABLE, 'file_url');
+        if (lock.before) await run(tx, lock.before, [fileUrl], `locking "${fileUrl}"`);
+        let stats: ProcessingStats;
+        try {
+          stats = await work(tx);
+        } catch (error) {
+          throw new WorkFailure(error);
+        }
+        // The fenced update commits with work's writes, or CLAIM_LOST rolls them back with it.
+        if (!(await this.completeIn(tx, fileUrl, token, stats, Date.now()))) throw claimLost(fileUrl, 'complete');
+        return stats;
+      }),
+    );
+  }
+
+  async fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean> {
+    const q = (column: string) => this.dialect.quote(column);
+    return this.guard(`failing "${fileUrl}"`, () =>
+      transact(this.db, async (tx) => {
+        const affected = await this.affected(
+          tx,
+          this.sql(
+            `UPDATE ${this.table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
+              `WHERE ${this.fenced()}`,
+          ),
+          [errorMessage, fileUrl, token],
+          `failing "${fileUrl}"`,
+        );
+        return affected > 0;
+      }),
+    );
+  }
+
+  async heartbeat(fileUrl: string, token: number, leaseExpiresAt: number): Promise<boolean> {
+    const q = (column: string) => this.dialect.quote(column);
+    return this.guard(`extending the lease of "${fileUrl}"`, () =>
+      transact(this.db, async (tx) => {
+        const affected = await this.affected(
+          tx,
+          this.sql(`UPDATE ${this.table} SET ${q('lease_expires_at')} = ? WHERE ${this.fenced()}`),
+          [leaseExpiresAt, fileUrl, token],
+          `extending the lease of "${fileUrl}"`,
+        );
+        return affected > 0;
+      }),
+    );
+  }
+
+  async isCompleted(fileUrl: string): Promise<boolean> {
+    return this.guard(`reading "${fileUrl}"`, () =>
+      transact(this.db, async (tx) => (await this.readRow(tx, fileUrl))?.status === 'completed'),
+    );
+  }
+
+  async get(fileUrl: string, now: number): Promise<FileCheckpoint | null> {
+    return this.guard(`reading "${fileUrl}"`, () =>
+      transact(this.db, async (tx) => {
+        await this.expireLastAttempts(tx, now, fileUrl);
+        const row = await this.readRow(tx, fileUrl);
+        return row ? toFileCheckpoint(row) : null;
+      }),
+    );
+  }
+
+  async register(files: FileRef[], maxRetries: number, now: number): Promise<number> {
+    return this.guard('registering files', () =>
+      transact(this.db, async (tx) => {
+        let inserted = 0;
+        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+          inserted += await this.affected(
+            tx,
+            this.dialect.insertIgnoreRows(TABLE, REGISTER_COLUMNS, ['file_url'], chunk.length),
+            chunk.flatMap((file) => [
+              file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
+            ]),
+            'registering files',
+          );
+        }
+        return inserted;
+      }),
+    );
+  }
+
+  async deadLetters(now: number): Promise<FileCheckpoint[]> {
+    const q = (column: string) => this.dialect.quote(column);
+    return this.guard('listing dead letters', () =>
+      transact(this.db, async (tx) => {
+        await this.expireLastAttempts(tx, now);
+        const rows = await run<FileRow[]>(
+          tx,
+          `SELECT * FROM ${this.table} WHERE ${q('status')} = 'failed' AND ${q('retry_count')} >= ${q('max_retries')} ORDER BY ${q('file_url')}`,
+          [],
+          'listing dead letters',
+        );
+        return rows.map(toFileCheckpoint);
+      }),
+    );
+  }
+
+  async requeue(fileUrl: string, now: number): Promise<boolean> {
+    const q = (column: string) => this.dialect.quote(column);
+    return this.guard(`requeueing "${fileUrl}"`, () =>
+      transact(this.db, async (tx) => {
+        await this.expireLastAttempts(tx, now, fileUrl);
+        const affected = await this.affected(
+          tx,
+          this.sql(
+            `UPDATE ${this.table} SET ${q('status')} = 'pending', ${q('retry_count')} = 0, ${q('error_message')} = NULL, ` +
+              `${q('lease_expires_at')} = NULL WHERE ${q('file_url')} = ? AND ${q('status')} = 'failed'`,
+          ),
+          [fileUrl],
+          `requeueing "${fileUrl}"`,
+        );
+        return affected > 0;
+      }),
+    );
+  }
+
+  async summary(now: number): Promise<ClaimSummary> {
+    const q = (column: string) => this.dialect.quote(column);
+    return this.guard('summarising', () =>
+      transact(this.db, async (tx) => {
+        await this.expireLastAttempts(tx, now);
+        const rows = await run<Record<string, string | number | null>[]>(
+          tx,
+          `SELECT ${q('status')} AS ${q('status')}, COUNT(*) AS ${q('files')}, ` +
+            `SUM(CASE WHEN ${q('retry_count')} >= ${q('max_retries')} THEN 1 ELSE 0 END) AS ${q('exhausted')}, ` +
+            `SUM(${q('records_total')}) AS ${q('records_total')}, SUM(${q('records_filtered')}) AS ${q('records_filtered')}, ` +
+            `SUM(${q('records_persisted')}) AS ${q('records_persisted')}, SUM(${q('processing_time_ms')}) AS ${q('processing_time_ms')} ` +
+            `FROM ${this.table} GROUP BY ${q('status')}`,
+          [],
+          'summarising',
+        );
+        const summary: ClaimSummary = {
+          pending: 0, processing: 0, completed: 0, failed: 0, deadLetters: 0,
+          recordsTotal: 0, recordsFiltered: 0, recordsPersisted: 0, processingTimeMs: 0,
+        };
+        for (const row of rows) {
+          const status = row.status as FileStatus;
+          if (status in summary) summary[status] += Number(row.files);
+          if (status === 'failed') summary.deadLetters += Number(row.exhausted);
+          summary.recordsTotal += Number(row.records_total ?? 0);
+          summary.recordsFiltered += Number(row.records_filtered ?? 0);
+          summary.recordsPersisted += Number(row.records_persisted ?? 0);
+          summary.processingTimeMs += Number(row.processing_time_ms ?? 0);
+        }
+        return summary;
+      }),
+    );
+  }
+}
