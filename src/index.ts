@@ -1,4 +1,4 @@
-export { checkpointEntities, CheckpointJob, ImportItem, ImportJob } from '../entities';
+export { checkpointEntities, CheckpointJob, FileCheckpoint, type FileStatus, ImportItem, ImportJob } from '../entities';
 export { checkpointMigrations } from '../migrations';
 export * from './errors';
 export type { Json } from './json';
@@ -7,6 +7,7 @@ export type { Progress } from './progress';
 export {
   type Db,
   currentManager,
+  getDefaultDataSource,
   runInTransaction,
   setDefaultDataSource,
 } from './transaction';
@@ -14,4 +15,23 @@ export { eachBatch, type EachBatchOptions, type EachBatchResult, type Page, type
 export { sqlSource, type SqlSourceOptions } from './sql-source';
 export { list, type ListFilter, reset, status, type Status } from './status';
 export { step } from './step';
+export { Checkpointed, type CheckpointedOptions } from './checkpointed';
+export { type CheckpointRepository, type CheckpointRepositoryMethods, getCheckpointRepository } from './repository';
 export { dataSourceOptionsFromUrl, DEFAULT_DATABASE_URL } from './data-source-options';
+export type { Row } from './import/row';
+export { parseRows } from './import/parse-rows';
+export { fileDigest, sourceDigest } from './import/source-digest';
+export { begin } from './import/begin';
+export { applyChunk } from './import/apply-chunk';
+export { checkpoint, values } from './import/import-state';
+export { importAll, type ImportAllOptions } from './import/import-all';
+export { type ImportFileOptions, type ImportFileResult, type ImportFormat, importFile } from './import/import-file';
+export { replaceImport } from './import/replace-import';
+export {
+  CheckpointManager,
+  type CheckpointManagerOptions,
+  type ClaimDb,
+  type HandlerStats,
+  type ProcessFileResult,
+} from './claims/checkpoint-manager';
+export type { ClaimSummary, FileRef, ProcessingStats } from './claims/claim-store';

@@ -1,0 +1,15 @@
+import type { DataSource } from 'typeorm';
+import { filesSummary } from './files-summary';
+import { type Outcome, success } from './outcome';
+
+/** `files`: the file-claims summary (CheckpointManager.summary()). */
+export async function filesCommand(db: DataSource): Promise<Outcome> {
+  const summary = await filesSummary(db);
+  const text = [
+    `pending ${summary.pending}, processing ${summary.processing}, completed ${summary.completed}, ` +
+      `failed ${summary.failed} (dead letters ${summary.deadLetters})`,
+    `records: ${summary.recordsTotal} total, ${summary.recordsFiltered} filtered, ${summary.recordsPersisted} persisted; ` +
+      `processing time ${summary.processingTimeMs} ms`,
+  ];
+  return success({ command: 'files', ...summary }, text);
+}

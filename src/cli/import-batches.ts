@@ -1,0 +1,100 @@
+import type { EntityManager } from 'typeorm';
+import { dialectOf } from '../dialect';
+import { run } from '../job-store';
+import { compareCodePoints } from '../status';
+import { type Db, dataSourceOf, transact } from '../transaction';
+
+/** What the CLI shows of a digest-guarded import batch (a `checkpoint_imports` row). */
+export interface ImportBatchStatus {
+  batch: string;
+  /** SHA-256 hex of the source bytes the batch is bound to. */
+  digest: string;
+  /** Rows committed so far (the next row index to import). */
+  nextIndex: number;
+  /** Rows in the source once validated; null when unknown (e.g. a batch made by `begin`). */
+  totalRows: number | null;
+  done: boolean;
+  updatedAt: number | null;
+}
+
+interface ImportRow {
+  id: string;
+  digest: string;
+  next_index: number | string;
+  total_rows: number | string | null;
+  updated_at: number | string | null;
+}
+
+const IMPORTS = 'checkpoint_imports';
+const ITEMS = 'checkpoint_import_items';
+
+function toStatus(row: ImportRow): ImportBatchStatus {
+  const nextIndex = Number(row.next_index);
+  const totalRows = row.total_rows === null ? null : Number(row.total_rows);
+  return {
+    batch: row.id,
+    digest: row.digest,
+    nextIndex,
+    totalRows,
+    done: totalRows !== null && nextIndex >= totalRows,
+    updatedAt: row.updated_at === null ? null : Number(row.updated_at),
+  };
+}
+
+async function selectImports(tx: EntityManager, batch?: string): Promise<ImportRow[]> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const q = dialect.quote;
+  const where = batch === undefined ? '' : ` WHERE ${q('id')} = ?`;
+  return run<ImportRow[]>(
+    tx,
+    dialect.sql(`SELECT ${q('id')}, ${q('digest')}, ${q('next_index')}, ${q('total_rows')}, ${q('updated_at')} FROM ${q(IMPORTS)}${where}`),
+    batch === undefined ? [] : [batch],
+    batch === undefined ? 'listing imports' : `reading import "${batch}"`,
+  );
+}
+
+/** The import batch, or null when there is none by that id. */
+export async function importBatchStatus(db: Db, batch: string): Promise<ImportBatchStatus | null> {
+  const rows = await transact(db, (tx) => selectImports(tx, batch));
+  return rows.length > 0 ? toStatus(rows[0]) : null;
+}
+
+/** Every import batch, ordered by id in code point order. */
+export async function listImportBatches(db: Db): Promise<ImportBatchStatus[]> {
+  const rows = await transact(db, (tx) => selectImports(tx));
+  return rows.map(toStatus).sort((a, b) => compareCodePoints(a.batch, b.batch));
+}
+
+/**
+ * Forgets an import batch in one transaction: its checkpoint row and its rows in the built-in
+ * table (rows a `handler` wrote to application tables are the application's). Returns how many
+ * built-in rows were deleted, or null when there was no such batch.
+ */
+export async function deleteImportBatch(db: Db, batch: string): Promise<number | null> {
+  return transact(db, async (tx) => {
+    const dialect = dialectOf(dataSourceOf(tx));
+    const q = dialect.quote;
+    // Lock the batch row first (on SQLite: take the write lock) so a concurrent import cannot commit
+    // a chunk between the count and the deletes.
+    const lock = dialect.lockRow(IMPORTS, 'id');
+    if (lock.before) await run(tx, lock.before, [batch], `locking import "${batch}"`);
+    const existed = (await run<ImportRow[]>(tx, lock.select, [batch], `locking import "${batch}"`)).length > 0;
+    await run(tx, dialect.sql(`DELETE FROM ${q(IMPORTS)} WHERE ${q('id')} = ?`), [batch], `resetting import "${batch}"`);
+    const counted = await run<{ n: number | string }[]>(
+      tx,
+      dialect.sql(`SELECT COUNT(*) AS ${q('n')} FROM ${q(ITEMS)} WHERE ${q('batch')} = ?`),
+      [batch],
+      `counting the rows of import "${batch}"`,
+    );
+    await run(tx, dialect.sql(`DELETE FROM ${q(ITEMS)} WHERE ${q('batch')} = ?`), [batch], `deleting the rows of import "${batch}"`);
+    const deleted = Number(counted[0].n);
+    return existed || deleted > 0 ? deleted : null;
+  });
+}
+
+/** "12000/200000 rows (6.0%)", or "12000 rows" when the total is not known. */
+export function importPosition(batch: ImportBatchStatus): string {
+  if (batch.totalRows === null) return `${batch.nextIndex} rows`;
+  const percent = batch.totalRows === 0 ? 100 : (100 * batch.nextIndex) / batch.totalRows;
+  return `${batch.nextIndex}/${batch.totalRows} rows (${percent.toFixed(1)}%)`;
+}

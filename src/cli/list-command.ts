@@ -1,0 +1,33 @@
+import type { DataSource } from 'typeorm';
+import { list } from '../status';
+import { importPosition, listImportBatches } from './import-batches';
+import { type Outcome, success } from './outcome';
+import { formatTime, textTable } from './text-table';
+
+/** `list`: every job and step, then every import batch. */
+export async function listCommand(db: DataSource): Promise<Outcome> {
+  const jobs = await list(db);
+  const imports = await listImportBatches(db);
+  const text = [
+    ...(jobs.length === 0
+      ? ['No jobs or steps.']
+      : textTable(
+          ['NAME', 'KIND', 'DONE', 'BATCHES', 'ITEMS', 'UPDATED'],
+          jobs.map((job) => [job.name, job.kind, job.done ? 'yes' : 'no', String(job.batches), String(job.items), formatTime(job.updatedAt)]),
+        )),
+    '',
+    ...(imports.length === 0
+      ? ['No imports.']
+      : textTable(
+          ['BATCH', 'DONE', 'ROWS', 'DIGEST', 'UPDATED'],
+          imports.map((batch) => [
+            batch.batch,
+            batch.done ? 'yes' : 'no',
+            importPosition(batch),
+            batch.digest.slice(0, 12),
+            formatTime(batch.updatedAt),
+          ]),
+        )),
+  ];
+  return success({ command: 'list', jobs, imports }, text);
+}

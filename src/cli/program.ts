@@ -1,0 +1,152 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Command, CommanderError, InvalidArgumentError as CommanderArgumentError, Option } from 'commander';
+import type { DataSource } from 'typeorm';
+import { InvalidArgumentError } from '../errors';
+import { EXIT_OK } from './exit-codes';
+import { filesCommand } from './files-command';
+import { importCommand } from './import-command';
+import { listCommand } from './list-command';
+import { migrateCommand } from './migrate-command';
+import { databaseUrl, displayUrl, openDatabase } from './open-database';
+import { failure, type Outcome, printOutcome } from './outcome';
+import { progressMode } from './progress-reporter';
+import { resetCommand } from './reset-command';
+import { statusCommand } from './status-command';
+
+interface GlobalOptions {
+  db?: string;
+  json?: boolean;
+  progress: boolean;
+}
+
+/** The package version, from the package.json above this file (src/cli or dist/src/cli). */
+function packageVersion(): string {
+  for (let dir = __dirname; dir !== dirname(dir); dir = dirname(dir)) {
+    const file = join(dir, 'package.json');
+    if (!existsSync(file)) continue;
+    const manifest = JSON.parse(readFileSync(file, 'utf8')) as { name?: string; version?: string };
+    if (manifest.name === 'typeorm-checkpoint') return manifest.version ?? '0.0.0';
+  }
+  return '0.0.0';
+}
+
+function positiveInteger(value: string): number {
+  const n = Number(value);
+  if (!/^[0-9]+$/.test(value) || !Number.isSafeInteger(n) || n < 1) {
+    throw new CommanderArgumentError('expected a positive integer.');
+  }
+  return n;
+}
+
+/** Opens the database, runs the command, always closes the database; errors become failure outcomes. */
+async function execute(
+  command: Command,
+  migrate: boolean,
+  fn: (db: DataSource, database: string, options: GlobalOptions) => Promise<Outcome>,
+): Promise<Outcome> {
+  const options = command.optsWithGlobals<GlobalOptions>();
+  const url = databaseUrl(options.db);
+  let db: DataSource | undefined;
+  try {
+    db = await openDatabase(url, { migrate });
+    return await fn(db, displayUrl(url), options);
+  } catch (error) {
+    return failure(error);
+  } finally {
+    if (db?.isInitialized) await db.destroy();
+  }
+}
+
+function createProgram(done: (outcome: Outcome) => void): Command {
+  const program = new Command('typeorm-checkpoint')
+    .description('Crash-safe, resumable imports and checkpoint state for TypeORM applications.')
+    .version(packageVersion())
+    .option('--db <url>', 'database URL: postgres://…, mysql://… or sqlite:path (default: $DATABASE_URL, else sqlite:checkpoint.sqlite)')
+    .option('--json', 'print exactly one JSON line on stdout (the result or the error)')
+    .option('--no-progress', 'no progress output on stderr')
+    .exitOverride()
+    // Usage errors are printed by runCli, with their code (and as JSON with --json).
+    .configureOutput({ outputError: () => {} });
+
+  program
+    .command('import')
+    .description('import <file> into a batch in chunks; digest-guarded and resumable (Ctrl-C stops after the current chunk)')
+    .argument('<file>', 'a JSON array, NDJSON or CSV (id,value) file')
+    .requiredOption('--batch <id>', 'the import batch id')
+    .addOption(new Option('--format <format>', 'input format (default: from the file extension)').choices(['json', 'ndjson', 'csv']))
+    .option('--size <n>', 'rows per chunk, one transaction each (default 1000)', positiveInteger)
+    .option('--replace', 'if the batch was started with another file: delete its rows and import this file from the start')
+    .action(async (file: string, options: { batch: string; format?: 'json' | 'ndjson' | 'csv'; size?: number; replace?: boolean }, command: Command) => {
+      done(
+        await execute(command, true, (db, _database, global) =>
+          importCommand(db, file, options, progressMode(process.stderr, global.progress)),
+        ),
+      );
+    });
+
+  program
+    .command('status')
+    .description('a job, step or import batch by name; without a name, an overview')
+    .argument('[name]', 'job, step or import batch')
+    .action(async (name: string | undefined, _options: unknown, command: Command) => {
+      done(await execute(command, true, (db, database) => statusCommand(db, name, database)));
+    });
+
+  program
+    .command('list')
+    .description('every job, step and import batch')
+    .action(async (_options: unknown, command: Command) => {
+      done(await execute(command, true, (db) => listCommand(db)));
+    });
+
+  program
+    .command('reset')
+    .description("forget a job or step, or delete an import batch's checkpoint and imported rows")
+    .argument('<name>', 'job, step or import batch')
+    .action(async (name: string, _options: unknown, command: Command) => {
+      done(await execute(command, true, (db) => resetCommand(db, name)));
+    });
+
+  program
+    .command('files')
+    .description('file claims summary: pending, processing, completed, failed, dead letters, totals')
+    .action(async (_options: unknown, command: Command) => {
+      done(await execute(command, true, (db) => filesCommand(db)));
+    });
+
+  program
+    .command('migrate')
+    .description('create or update the checkpoint tables (other commands also do this on first use)')
+    .action(async (_options: unknown, command: Command) => {
+      done(await execute(command, false, (db, database) => migrateCommand(db, database)));
+    });
+
+  return program;
+}
+
+function wantsJson(argv: string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end < 0 ? argv : argv.slice(0, end)).includes('--json');
+}
+
+/** Parses `argv` (without node and script), runs the command, prints its outcome; returns the exit code. */
+export async function runCli(argv: string[]): Promise<number> {
+  let outcome: Outcome | undefined;
+  const program = createProgram((result) => (outcome = result));
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // --help and --version end here too, with exit code 0.
+      if (error.exitCode === 0) return EXIT_OK;
+      const message = error.code === 'commander.help' ? 'a command is required.' : error.message.replace(/^error: /, '');
+      outcome = failure(new InvalidArgumentError(message), 'Run typeorm-checkpoint --help for usage.');
+    } else {
+      outcome = failure(error);
+    }
+  }
+  if (outcome === undefined) return EXIT_OK;
+  printOutcome(outcome, wantsJson(argv));
+  return outcome.exitCode;
+}

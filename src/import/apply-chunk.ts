@@ -1,0 +1,98 @@
+import type { EntityManager } from 'typeorm';
+import { CursorMismatchError, InvalidArgumentError, InvalidInputError } from '../errors';
+import { type Db, transact } from '../transaction';
+import { duplicateId } from './parse-rows';
+import {
+  checkStorableId,
+  type ImportRow,
+  insertItemRange,
+  insertItems,
+  lockImport,
+  storedIds,
+  updateImport,
+  validateBatch,
+} from './import-store';
+import { type Row, rowFromObject } from './row';
+
+/** Checks rows handed over as JavaScript values the way parseRows checks a source; `start` numbers them. */
+export function checkRows(rows: unknown, start: number): Row[] {
+  if (!Array.isArray(rows)) throw new InvalidArgumentError('rows must be an array of { id, value } objects.');
+  const seen = new Set<string>();
+  return rows.map((item, i) => {
+    const row = rowFromObject(item, start + i);
+    if (seen.has(row.id)) throw duplicateId(row.id, start + i);
+    seen.add(row.id);
+    checkStorableId(row.id, start + i);
+    return row;
+  });
+}
+
+export function cursorMismatch(batch: string, stored: ImportRow | undefined, start: number): CursorMismatchError {
+  return new CursorMismatchError(
+    stored === undefined
+      ? `Import "${batch}" does not exist: call begin() first.`
+      : `Import "${batch}" is at row ${Number(stored.next_index)}, not ${start}: apply the chunk that starts at the committed checkpoint.`,
+  );
+}
+
+/** Locks the import and checks that it is at `start`. */
+export async function lockAt(tx: EntityManager, batch: string, start: number): Promise<ImportRow> {
+  const row = await lockImport(tx, batch);
+  if (row === undefined || Number(row.next_index) !== start) throw cursorMismatch(batch, row, start);
+  return row;
+}
+
+/** In `tx`, with the import locked at `start`: stores the rows in the built-in table and advances the checkpoint. */
+export async function storeChunk(
+  tx: EntityManager,
+  batch: string,
+  start: number,
+  rows: Row[],
+  fault?: (index: number) => void,
+): Promise<number> {
+  // Checked rather than left to the primary key: the sqlite3 driver reports every constraint the same way.
+  const stored = await storedIds(tx, batch, rows.map((row) => row.id));
+  const clash = rows.findIndex((row) => stored.has(row.id));
+  if (clash >= 0) {
+    throw new InvalidInputError(
+      `Row ${start + clash}: id ${JSON.stringify(rows[clash].id)} is already stored in import "${batch}".`,
+      start + clash,
+    );
+  }
+  if (fault === undefined) {
+    await insertItems(tx, batch, rows, start);
+  } else {
+    for (let i = 0; i < rows.length; i++) {
+      await insertItemRange(tx, batch, [rows[i]], start + i);
+      fault(start + i);
+    }
+  }
+  const next = start + rows.length;
+  await updateImport(tx, batch, { next_index: next });
+  return next;
+}
+
+/**
+ * Applies rows `start…` of import `batch` in one transaction, only when the committed checkpoint
+ * is `start` (else CURSOR_MISMATCH): inserts them in order, calling `fault(start + i)` after each
+ * insert, then stores next_index = start + rows.length and returns it. If anything throws, no row
+ * of the chunk stays, the checkpoint is unchanged and the error re-raises unchanged.
+ */
+export async function applyChunk(
+  db: Db,
+  batch: string,
+  start: number,
+  rows: Row[],
+  fault?: (index: number) => void,
+): Promise<number> {
+  validateBatch(batch);
+  if (typeof start !== 'number' || !Number.isSafeInteger(start) || start < 0) {
+    throw new InvalidArgumentError(`applyChunk: start must be a non-negative integer, got ${String(start)}.`);
+  }
+  if (fault !== undefined && typeof fault !== 'function') throw new InvalidArgumentError('applyChunk: fault must be a function.');
+  const checked = checkRows(rows, start);
+  return transact(db, async (tx) => {
+    await lockAt(tx, batch, start);
+    return storeChunk(tx, batch, start, checked, fault);
+  });
+}

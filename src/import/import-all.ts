@@ -1,0 +1,39 @@
+import { InvalidArgumentError } from '../errors';
+import { type Db, transact } from '../transaction';
+import { applyChunk } from './apply-chunk';
+import { beginIn } from './begin';
+import { validateBatch } from './import-store';
+import { parseRows } from './parse-rows';
+import { sourceDigest } from './source-digest';
+
+export interface ImportAllOptions {
+  /** Rows per chunk (one transaction each); a positive integer, default 2 as in the lab. */
+  size?: number;
+  /** Called with the global index after each row's insert; throwing rolls that chunk back. */
+  fault?: (index: number) => void;
+}
+
+/** Checks that `size` is a positive safe integer (a boolean or numeric string is not). */
+export function validateSize(size: unknown, what: string): asserts size is number {
+  if (typeof size !== 'number' || !Number.isSafeInteger(size) || size <= 0) {
+    throw new InvalidArgumentError(`${what}: size must be a positive integer, got ${JSON.stringify(size) ?? String(size)}.`);
+  }
+}
+
+/**
+ * Imports a whole in-memory source: parses and digests it, begins (or resumes) the batch, and
+ * applies the remaining rows `size` at a time; returns the final checkpoint. A failed chunk keeps
+ * the chunks before it; rerunning with the same source resumes at the failed chunk.
+ */
+export async function importAll(db: Db, batch: string, raw: Uint8Array | string, options: ImportAllOptions = {}): Promise<number> {
+  const { size = 2, fault } = options;
+  validateSize(size, 'importAll');
+  validateBatch(batch);
+  if (fault !== undefined && typeof fault !== 'function') throw new InvalidArgumentError('importAll: fault must be a function.');
+  const rows = parseRows(raw);
+  const digest = sourceDigest(raw);
+  const started = await transact(db, (tx) => beginIn(tx, batch, digest, rows.length));
+  let next = Number(started.next_index);
+  while (next < rows.length) next = await applyChunk(db, batch, next, rows.slice(next, next + size), fault);
+  return next;
+}

@@ -1,0 +1,168 @@
+import type { EntityManager } from 'typeorm';
+import { classifyDatabaseError, ownStatementError } from '../database-errors';
+import { dialectOf } from '../dialect';
+import { InvalidArgumentError, InvalidInputError } from '../errors';
+import { run } from '../job-store';
+import { dataSourceOf } from '../transaction';
+import type { Row } from './row';
+
+const IMPORTS = 'checkpoint_imports';
+const ITEMS = 'checkpoint_import_items';
+// Rows per multi-row INSERT: 3 parameters each stays far below every driver's parameter limit.
+const INSERT_ROWS = 300;
+// Ids per `IN (…)` lookup.
+const LOOKUP_IDS = 500;
+const MAX_ID_LENGTH = 512;
+const MAX_BATCH_LENGTH = 255;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** A `checkpoint_imports` row as the drivers return it (pg: int8 as string). */
+export interface ImportRow {
+  id: string;
+  digest: string;
+  next_index: number | string;
+  total_rows: number | string | null;
+  updated_at: number | string | null;
+}
+
+export function validateBatch(batch: unknown): asserts batch is string {
+  if (typeof batch !== 'string' || batch.length === 0 || Array.from(batch).length > MAX_BATCH_LENGTH) {
+    throw new InvalidArgumentError(`batch must be a non-empty string of at most ${MAX_BATCH_LENGTH} characters.`);
+  }
+}
+
+export function validateDigest(digest: unknown): asserts digest is string {
+  if (typeof digest !== 'string' || digest.length === 0 || digest.length > 64) {
+    throw new InvalidArgumentError('digest must be a non-empty string of at most 64 characters (sourceDigest gives 64 hex digits).');
+  }
+}
+
+/**
+ * The built-in table holds ids of at most 512 characters of well-formed text without U+0000
+ * (PostgreSQL text cannot hold U+0000 or lone surrogates): refused the same way on every driver.
+ */
+export function checkStorableId(id: string, index: number): void {
+  if (id.length > MAX_ID_LENGTH && Array.from(id).length > MAX_ID_LENGTH) {
+    throw new InvalidInputError(`Row ${index}: id is longer than ${MAX_ID_LENGTH} characters, the limit of checkpoint_import_items.`, index);
+  }
+  if (id.includes('\u0000') || LONE_SURROGATE.test(id)) {
+    throw new InvalidInputError(`Row ${index}: id contains U+0000 or a lone surrogate, which the database cannot store.`, index);
+  }
+}
+
+function sqlOf(tx: EntityManager) {
+  return dialectOf(dataSourceOf(tx));
+}
+
+/** Creates the import row unless it exists (never overwriting a concurrent creator's row). */
+export async function insertImport(tx: EntityManager, batch: string, digest: string, totalRows: number | null): Promise<void> {
+  const dialect = sqlOf(tx);
+  await run(
+    tx,
+    dialect.insertIgnore(IMPORTS, ['id', 'digest', 'next_index', 'total_rows', 'updated_at'], ['id']),
+    [batch, digest, 0, totalRows, Date.now()],
+    `creating import "${batch}"`,
+  );
+}
+
+/** Reads the import row and locks it until the transaction ends (on SQLite: the write lock, taken first). */
+export async function lockImport(tx: EntityManager, batch: string): Promise<ImportRow | undefined> {
+  const lock = sqlOf(tx).lockRow(IMPORTS, 'id');
+  if (lock.before) await run(tx, lock.before, [batch], `locking import "${batch}"`);
+  const rows = await run<ImportRow[]>(tx, lock.select, [batch], `locking import "${batch}"`);
+  return rows[0];
+}
+
+export async function readImport(tx: EntityManager, batch: string): Promise<ImportRow | undefined> {
+  const dialect = sqlOf(tx);
+  const rows = await run<ImportRow[]>(
+    tx,
+    dialect.sql(`SELECT * FROM ${dialect.quote(IMPORTS)} WHERE ${dialect.quote('id')} = ?`),
+    [batch],
+    `reading import "${batch}"`,
+  );
+  return rows[0];
+}
+
+/** Sets columns of one import row; `updated_at` is always refreshed. */
+export async function updateImport(tx: EntityManager, batch: string, values: Record<string, unknown>): Promise<void> {
+  const dialect = sqlOf(tx);
+  const entries = Object.entries({ ...values, updated_at: Date.now() });
+  await run(
+    tx,
+    dialect.sql(
+      `UPDATE ${dialect.quote(IMPORTS)} SET ${entries.map(([column]) => `${dialect.quote(column)} = ?`).join(', ')} WHERE ${dialect.quote('id')} = ?`,
+    ),
+    [...entries.map(([, value]) => value), batch],
+    `updating import "${batch}"`,
+  );
+}
+
+/** The ids among `ids` already stored for the batch. */
+export async function storedIds(tx: EntityManager, batch: string, ids: string[]): Promise<Set<string>> {
+  const dialect = sqlOf(tx);
+  const found = new Set<string>();
+  for (let i = 0; i < ids.length; i += LOOKUP_IDS) {
+    const part = ids.slice(i, i + LOOKUP_IDS);
+    const rows = await run<{ id: string }[]>(
+      tx,
+      dialect.sql(
+        `SELECT ${dialect.quote('id')} FROM ${dialect.quote(ITEMS)} WHERE ${dialect.quote('batch')} = ? AND ${dialect.quote('id')} IN (${part.map(() => '?').join(', ')})`,
+      ),
+      [batch, ...part],
+      `checking ids of import "${batch}"`,
+    );
+    for (const row of rows) found.add(row.id);
+  }
+  return found;
+}
+
+/** Inserts rows, `INSERT_ROWS` per statement. */
+export async function insertItems(tx: EntityManager, batch: string, rows: Row[], start: number): Promise<void> {
+  for (let i = 0; i < rows.length; i += INSERT_ROWS) {
+    await insertItemRange(tx, batch, rows.slice(i, i + INSERT_ROWS), start + i);
+  }
+}
+
+/** Inserts rows in one statement; a duplicate key is the caller's input error, not a database failure. */
+export async function insertItemRange(tx: EntityManager, batch: string, rows: Row[], start: number): Promise<void> {
+  const dialect = sqlOf(tx);
+  const columns = ['batch', 'id', 'value'].map((column) => dialect.quote(column)).join(', ');
+  const parameters: unknown[] = [];
+  for (const row of rows) parameters.push(batch, row.id, row.value);
+  try {
+    await tx.query(
+      dialect.sql(`INSERT INTO ${dialect.quote(ITEMS)} (${columns}) VALUES ${rows.map(() => '(?, ?, ?)').join(', ')}`),
+      parameters,
+    );
+  } catch (error) {
+    if (classifyDatabaseError(error) === 'unique') {
+      throw new InvalidInputError(
+        `Rows ${start}–${start + rows.length - 1}: an id is already stored in import "${batch}".`,
+        rows.length === 1 ? start : undefined,
+        { cause: error },
+      );
+    }
+    throw ownStatementError(error, `inserting rows of import "${batch}"`);
+  }
+}
+
+export async function selectItems(tx: EntityManager, batch: string): Promise<{ id: string; value: number | string }[]> {
+  const dialect = sqlOf(tx);
+  return run(
+    tx,
+    dialect.sql(`SELECT ${dialect.quote('id')}, ${dialect.quote('value')} FROM ${dialect.quote(ITEMS)} WHERE ${dialect.quote('batch')} = ?`),
+    [batch],
+    `reading rows of import "${batch}"`,
+  );
+}
+
+export async function deleteItems(tx: EntityManager, batch: string): Promise<void> {
+  const dialect = sqlOf(tx);
+  await run(
+    tx,
+    dialect.sql(`DELETE FROM ${dialect.quote(ITEMS)} WHERE ${dialect.quote('batch')} = ?`),
+    [batch],
+    `deleting rows of import "${batch}"`,
+  );
+}

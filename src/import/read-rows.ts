@@ -1,0 +1,38 @@
+import { extname } from 'node:path';
+import { InvalidArgumentError } from '../errors';
+import { csvRows } from './csv-rows';
+import { jsonArrayRows } from './json-array-rows';
+import { ndjsonRows } from './ndjson-rows';
+import type { Row } from './row';
+
+export type ImportFormat = 'json' | 'ndjson' | 'csv';
+
+const FORMATS: readonly ImportFormat[] = ['json', 'ndjson', 'csv'];
+const EXTENSIONS: Record<string, ImportFormat> = { '.json': 'json', '.ndjson': 'ndjson', '.jsonl': 'ndjson', '.csv': 'csv' };
+
+/** The given format, or the one the file extension names (.json, .ndjson/.jsonl, .csv). */
+export function formatOf(path: string, format: unknown): ImportFormat {
+  if (format !== undefined) {
+    if (!FORMATS.includes(format as ImportFormat)) {
+      throw new InvalidArgumentError(`format must be one of ${FORMATS.join(', ')}, got ${JSON.stringify(format)}.`);
+    }
+    return format as ImportFormat;
+  }
+  const fromExtension = EXTENSIONS[extname(path).toLowerCase()];
+  if (!fromExtension) {
+    throw new InvalidArgumentError(`Cannot tell the format of ${path} from its extension: pass format 'json', 'ndjson' or 'csv'.`);
+  }
+  return fromExtension;
+}
+
+/** The rows of a source in the given format, in groups as they are read; INVALID_INPUT with `index` on the first bad row. */
+export function readRows(format: ImportFormat, blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
+  switch (format) {
+    case 'json':
+      return jsonArrayRows(blocks);
+    case 'ndjson':
+      return ndjsonRows(blocks);
+    case 'csv':
+      return csvRows(blocks);
+  }
+}

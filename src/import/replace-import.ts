@@ -1,0 +1,18 @@
+import { type Db, transact } from '../transaction';
+import { deleteItems, insertImport, lockImport, updateImport, validateBatch, validateDigest } from './import-store';
+
+/**
+ * The explicit override of the digest guard (CLI `--replace`): in one transaction, deletes the
+ * batch's rows from `checkpoint_import_items`, binds the batch to `digest` and restarts it at 0.
+ * Rows a `handler` wrote to the application's own tables are the application's to undo.
+ */
+export async function replaceImport(db: Db, batch: string, digest: string): Promise<void> {
+  validateBatch(batch);
+  validateDigest(digest);
+  await transact(db, async (tx) => {
+    await insertImport(tx, batch, digest, null);
+    await lockImport(tx, batch);
+    await deleteItems(tx, batch);
+    await updateImport(tx, batch, { digest, next_index: 0, total_rows: null });
+  });
+}

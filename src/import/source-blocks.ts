@@ -1,0 +1,110 @@
+import { createHash, type Hash } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import { FingerprintMismatchError, InvalidArgumentError } from '../errors';
+
+/** Blocks are read at fixed offsets, so every pass over an unchanged file sees the same blocks. */
+export const BLOCK_SIZE = 64 * 1024;
+
+const DIGEST_BYTES = 32;
+
+/** SHA-256 digests in one growing buffer: 32 bytes each, not an object per block. */
+export class DigestList {
+  private buffer = Buffer.alloc(DIGEST_BYTES * 64);
+  length = 0;
+
+  push(digest: Buffer): void {
+    if ((this.length + 1) * DIGEST_BYTES > this.buffer.length) {
+      const grown = Buffer.alloc(this.buffer.length * 2);
+      this.buffer.copy(grown);
+      this.buffer = grown;
+    }
+    digest.copy(this.buffer, this.length++ * DIGEST_BYTES);
+  }
+
+  equals(index: number, digest: Buffer): boolean {
+    return index < this.length && this.buffer.subarray(index * DIGEST_BYTES, (index + 1) * DIGEST_BYTES).equals(digest);
+  }
+}
+
+/** What pass 1 learnt about the file's bytes: the running SHA-256 after each block, and the total. */
+export interface SourceRecord {
+  blockDigests: DigestList;
+  digest: string;
+  bytes: number;
+}
+
+/** Reads a file in fixed-size blocks. */
+export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE): AsyncGenerator<Buffer> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    throw new InvalidArgumentError(`Cannot read the file ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    let position = 0;
+    for (;;) {
+      const block = Buffer.allocUnsafe(blockSize);
+      let filled = 0;
+      while (filled < blockSize) {
+        const { bytesRead } = await handle.read(block, filled, blockSize - filled, position + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      position += filled;
+      if (filled > 0) yield filled < blockSize ? block.subarray(0, filled) : block;
+      if (filled < blockSize) return;
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Pass 1: yields the file's blocks while recording the running digest after each one. */
+export async function* recordedBlocks(path: string, record: SourceRecord): AsyncGenerator<Buffer> {
+  const hash = createHash('sha256');
+  for await (const block of fileBlocks(path)) {
+    hash.update(block);
+    record.blockDigests.push(hash.copy().digest());
+    record.bytes += block.length;
+    yield block;
+  }
+  record.digest = hash.digest('hex');
+}
+
+/**
+ * Later passes: yields a block only once the running digest up to its end equals pass 1's, so
+ * every row read from it is a row pass 1 validated; a changed file is FINGERPRINT_MISMATCH
+ * before any row of the changed block is used.
+ */
+export async function* verifiedBlocks(
+  path: string,
+  record: SourceRecord,
+  batch: string,
+  options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean } = {},
+): AsyncGenerator<Buffer> {
+  const hash: Hash = createHash('sha256');
+  let count = 0;
+  let bytes = 0;
+  for await (const block of fileBlocks(path)) {
+    // A second look at a source whose pass 1 stopped early ends where pass 1 ended.
+    if (options.recordedOnly && count === record.blockDigests.length) return;
+    hash.update(block);
+    if (!record.blockDigests.equals(count++, hash.copy().digest())) throw changedDuringImport(batch, record);
+    bytes += block.length;
+    options.onBytes?.(bytes);
+    yield block;
+  }
+  if (count !== record.blockDigests.length) throw changedDuringImport(batch, record);
+}
+
+function changedDuringImport(batch: string, record: SourceRecord): FingerprintMismatchError {
+  return new FingerprintMismatchError(
+    `The file of import "${batch}" changed while it was being imported (it had digest ${record.digest} when validated); ` +
+      'nothing of the affected chunk was committed. Run the import again once the file is stable.',
+  );
+}
+
+export function newSourceRecord(): SourceRecord {
+  return { blockDigests: new DigestList(), digest: '', bytes: 0 };
+}
