@@ -1,0 +1,78 @@
+import { type DynamicModule, Module, type ModuleMetadata, type Provider } from '@nestjs/common';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { checkpointEntities } from '../../entities';
+import { InvalidArgumentError } from '../errors';
+import {
+  CHECKPOINT_SERVICE_OPTIONS,
+  type CheckpointModuleAsyncOptions,
+  type CheckpointModuleOptions,
+  type CheckpointModuleScope,
+  type CheckpointOptionsFactory,
+  type CheckpointServiceOptions,
+} from './checkpoint-module-options';
+import { CheckpointService } from './checkpoint-service';
+import { getCheckpointServiceToken } from './checkpoint-service-token';
+
+/**
+ * Registers the checkpoint entities on a `TypeOrmModule` data source and provides
+ * `CheckpointService` bound to it. The data source itself (with `checkpointMigrations`) stays the
+ * application's `TypeOrmModule.forRoot`.
+ */
+@Module({})
+export class CheckpointModule {
+  static forRoot(options: CheckpointModuleOptions = {}): DynamicModule {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidArgumentError('CheckpointModule.forRoot(options): options must be an object.');
+    }
+    const { dataSource, isGlobal, ...serviceOptions } = options;
+    return CheckpointModule.build({ dataSource, isGlobal }, [], [{ provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions }]);
+  }
+
+  static forRootAsync(options: CheckpointModuleAsyncOptions): DynamicModule {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidArgumentError('CheckpointModule.forRootAsync(options): options must be an object.');
+    }
+    return CheckpointModule.build(options, options.imports ?? [], optionsProviders(options));
+  }
+
+  private static build(scope: CheckpointModuleScope, imports: NonNullable<ModuleMetadata['imports']>, providers: Provider[]): DynamicModule {
+    if (scope.dataSource !== undefined && (typeof scope.dataSource !== 'string' || scope.dataSource === '')) {
+      throw new InvalidArgumentError('CheckpointModule: dataSource must be the name given to TypeOrmModule.forRoot.');
+    }
+    // forFeature adds the entities to the data source under autoLoadEntities and provides their repositories.
+    const entities = TypeOrmModule.forFeature(checkpointEntities, scope.dataSource);
+    const token = getCheckpointServiceToken(scope.dataSource);
+    return {
+      module: CheckpointModule,
+      global: scope.isGlobal === true,
+      imports: [...imports, entities],
+      providers: [
+        ...providers,
+        {
+          provide: token,
+          useFactory: (dataSource: DataSource, serviceOptions: CheckpointServiceOptions) => new CheckpointService(dataSource, serviceOptions),
+          inject: [getDataSourceToken(scope.dataSource), CHECKPOINT_SERVICE_OPTIONS],
+        },
+      ],
+      exports: [token, entities],
+    };
+  }
+}
+
+function optionsProviders(options: CheckpointModuleAsyncOptions): Provider[] {
+  const fromFactory = (factory: CheckpointOptionsFactory) => factory.createCheckpointOptions();
+  if (options.useFactory) {
+    return [{ provide: CHECKPOINT_SERVICE_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] }];
+  }
+  if (options.useExisting) {
+    return [{ provide: CHECKPOINT_SERVICE_OPTIONS, useFactory: fromFactory, inject: [options.useExisting] }];
+  }
+  if (options.useClass) {
+    return [
+      { provide: options.useClass, useClass: options.useClass },
+      { provide: CHECKPOINT_SERVICE_OPTIONS, useFactory: fromFactory, inject: [options.useClass] },
+    ];
+  }
+  throw new InvalidArgumentError('CheckpointModule.forRootAsync needs useFactory, useClass or useExisting.');
+}

@@ -1,0 +1,117 @@
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import type { DataSource, EntityManager, EntityTarget } from 'typeorm';
+import { CheckpointManager, type CheckpointManagerOptions } from '../claims/checkpoint-manager';
+import { eachBatch, type EachBatchOptions, type EachBatchResult, type Source } from '../each-batch';
+import { applyChunk } from '../import/apply-chunk';
+import { begin } from '../import/begin';
+import { importAll, type ImportAllOptions } from '../import/import-all';
+import { importFile, type ImportFileOptions, type ImportFileResult } from '../import/import-file';
+import { checkpoint, values } from '../import/import-state';
+import { replaceImport } from '../import/replace-import';
+import type { Row } from '../import/row';
+import type { Json } from '../json';
+import { type CheckpointRepository, getCheckpointRepository } from '../repository';
+import { sqlSource, type SqlSourceOptions } from '../sql-source';
+import { list, type ListFilter, reset, status, type Status } from '../status';
+import { step } from '../step';
+import { currentManager, getDefaultDataSource, runInTransaction, setDefaultDataSource } from '../transaction';
+import type { CheckpointServiceOptions } from './checkpoint-module-options';
+
+/**
+ * The package's functions bound to the module's DataSource, for injection into Nest providers. A
+ * thin shell: every method delegates to the plain function of the same name, so it joins the
+ * transaction active in the async context (`runInTransaction`) exactly as that function does.
+ */
+export class CheckpointService implements OnModuleInit, OnModuleDestroy {
+  constructor(
+    /** The DataSource injected from `TypeOrmModule` (public, so `@Checkpointed` finds it here too). */
+    readonly dataSource: DataSource,
+    private readonly options: CheckpointServiceOptions = {},
+  ) {}
+
+  onModuleInit(): void {
+    if (this.options.setDefaultDataSource) setDefaultDataSource(this.dataSource);
+  }
+
+  onModuleDestroy(): void {
+    // Only undo what this module did: another module may have set its own default since.
+    if (this.options.setDefaultDataSource && getDefaultDataSource() === this.dataSource) setDefaultDataSource(null);
+  }
+
+  step<T extends Json>(name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T> {
+    return step(this.dataSource, name, f);
+  }
+
+  eachBatch<T>(
+    name: string,
+    source: Source<T>,
+    limit: number,
+    handler: (items: T[], tx: EntityManager) => unknown,
+    options?: EachBatchOptions,
+  ): Promise<EachBatchResult> {
+    return eachBatch(this.dataSource, name, source, limit, handler, options);
+  }
+
+  sqlSource(table: string | EntityTarget<unknown>, key: string, options?: SqlSourceOptions): Promise<Source<Record<string, unknown>>> {
+    return sqlSource(this.dataSource, table, key, options);
+  }
+
+  status(name: string): Promise<Status | null> {
+    return status(this.dataSource, name);
+  }
+
+  reset(name: string): Promise<boolean> {
+    return reset(this.dataSource, name);
+  }
+
+  list(filter?: ListFilter): Promise<Status[]> {
+    return list(this.dataSource, filter);
+  }
+
+  importFile(batch: string, path: string, options?: ImportFileOptions): Promise<ImportFileResult> {
+    return importFile(this.dataSource, batch, path, options);
+  }
+
+  importAll(batch: string, raw: Uint8Array | string, options?: ImportAllOptions): Promise<number> {
+    return importAll(this.dataSource, batch, raw, options);
+  }
+
+  begin(batch: string, digest: string): Promise<number> {
+    return begin(this.dataSource, batch, digest);
+  }
+
+  applyChunk(batch: string, start: number, rows: Row[], fault?: (index: number) => void): Promise<number> {
+    return applyChunk(this.dataSource, batch, start, rows, fault);
+  }
+
+  checkpoint(batch: string): Promise<number | null> {
+    return checkpoint(this.dataSource, batch);
+  }
+
+  values(batch: string): Promise<[string, number][]> {
+    return values(this.dataSource, batch);
+  }
+
+  replaceImport(batch: string, digest: string): Promise<void> {
+    return replaceImport(this.dataSource, batch, digest);
+  }
+
+  /** A `CheckpointManager` for file claims on this DataSource; `options` override the module's `manager` defaults. */
+  createManager(options?: CheckpointManagerOptions): CheckpointManager {
+    return new CheckpointManager(this.dataSource, { ...this.options.manager, ...options });
+  }
+
+  /** `checkpoint_jobs`' repository with the job and step functions bound to it. */
+  repository(): CheckpointRepository {
+    return getCheckpointRepository(this.dataSource);
+  }
+
+  runInTransaction<T>(fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+    return runInTransaction(this.dataSource, fn);
+  }
+
+  /** The active transaction's manager in this async context, else the DataSource's. */
+  currentManager(): EntityManager {
+    return currentManager(this.dataSource);
+  }
+}
