@@ -1,4 +1,14 @@
+import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata';
 import { type MigrationInterface, type QueryRunner, Table } from 'typeorm';
+
+/**
+ * `false` as a column default, spelled the way the driver spells the entity's `default: false`
+ * (SQLite `0`, PostgreSQL `false`): the Table API writes defaults verbatim, and a different
+ * spelling is a difference for `schema:log`.
+ */
+function falseDefault(queryRunner: QueryRunner): string | undefined {
+  return queryRunner.connection.driver.normalizeDefault({ default: false, type: 'boolean' } as ColumnMetadata);
+}
 
 /** `checkpoint_jobs` (batch jobs and steps) and the digest-guarded import tables. Safe to run twice. */
 export class CheckpointJobs1764460800000 implements MigrationInterface {
@@ -11,7 +21,7 @@ export class CheckpointJobs1764460800000 implements MigrationInterface {
         columns: [
           { name: 'name', type: 'varchar', length: '512', isPrimary: true },
           { name: 'kind', type: 'varchar', length: '16' },
-          { name: 'done', type: 'boolean', default: false },
+          { name: 'done', type: 'boolean', default: falseDefault(queryRunner) },
           { name: 'cursor', type: 'text', isNullable: true },
           { name: 'value', type: 'text', isNullable: true },
           { name: 'fingerprint', type: 'varchar', length: '512', isNullable: true },

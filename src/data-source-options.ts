@@ -28,8 +28,12 @@ function sqliteDriver(): 'better-sqlite3' | 'sqlite' {
  */
 export function dataSourceOptionsFromUrl(url: string): DataSourceOptions {
   if (/^postgres(ql)?:\/\//.test(url)) return { type: 'postgres', url };
-  if (/^(mysql|mariadb):\/\//.test(url)) {
-    return { type: 'mysql', url: url.replace(/^mariadb:/, 'mysql:'), supportBigNumbers: true, bigNumberStrings: false };
+  const mysql = /^(mysql|mariadb):\/\//.exec(url);
+  if (mysql) {
+    // TypeORM reads MariaDB's catalogue right (e.g. its 'NULL' column defaults) only with type
+    // `mariadb`; with `mysql` its schema:log reports phantom changes on a MariaDB server.
+    const type = mysql[1] as 'mysql' | 'mariadb';
+    return { type, url: url.replace(/^mariadb:/, 'mysql:'), supportBigNumbers: true, bigNumberStrings: false };
   }
   const sqlite = /^sqlite:(?:\/\/)?(.+)$/.exec(url);
   if (sqlite) {

@@ -5,15 +5,19 @@ export type DatabaseErrorKind = 'unique' | 'retryable' | 'connection' | 'other';
 
 const UNIQUE_CODES = new Set(['23505', 'ER_DUP_ENTRY', 'SQLITE_CONSTRAINT_PRIMARYKEY', 'SQLITE_CONSTRAINT_UNIQUE']);
 // Serialization failures, deadlocks and lock timeouts: the transaction can simply run again.
-const RETRYABLE_CODES = new Set([
-  '40001', '40P01', 'ER_LOCK_DEADLOCK', 'ER_LOCK_WAIT_TIMEOUT', 'SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_LOCKED',
-]);
+// (55P03: PostgreSQL's lock_timeout; SQLITE_BUSY and SQLITE_LOCKED come with extended variants.)
+const RETRYABLE_CODES = new Set(['40001', '40P01', '55P03', 'ER_LOCK_DEADLOCK', 'ER_LOCK_WAIT_TIMEOUT']);
+const RETRYABLE_PREFIXES = ['SQLITE_BUSY', 'SQLITE_LOCKED'];
 const CONNECTION_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', '57P01', '57P02', '57P03',
   'PROTOCOL_CONNECTION_LOST', 'ER_CON_COUNT_ERROR', 'SQLITE_CANTOPEN',
 ]);
 
-/** Every `code` found on the error, its `driverError` and its `cause` chain (outermost first). */
+/**
+ * Every `code` (and MySQL `sqlState`) found on the error, its `driverError` and its `cause` chain
+ * (outermost first). A lost connection without a code (pg's "Connection terminated unexpectedly",
+ * TypeORM's released runner) yields none, so it is classified `other`: never retried.
+ */
 export function errorCodes(error: unknown): string[] {
   const codes: string[] = [];
   const seen = new Set<unknown>();
@@ -22,8 +26,9 @@ export function errorCodes(error: unknown): string[] {
     const current = queue.shift();
     if (current === null || typeof current !== 'object' || seen.has(current)) continue;
     seen.add(current);
-    const record = current as { code?: unknown; errno?: unknown; driverError?: unknown; cause?: unknown };
+    const record = current as { code?: unknown; sqlState?: unknown; driverError?: unknown; cause?: unknown };
     if (typeof record.code === 'string') codes.push(record.code);
+    if (typeof record.sqlState === 'string') codes.push(record.sqlState);
     queue.push(record.driverError, record.cause);
   }
   return codes;
@@ -32,9 +37,20 @@ export function errorCodes(error: unknown): string[] {
 export function classifyDatabaseError(error: unknown): DatabaseErrorKind {
   const codes = errorCodes(error);
   if (codes.some((c) => UNIQUE_CODES.has(c))) return 'unique';
-  if (codes.some((c) => RETRYABLE_CODES.has(c))) return 'retryable';
+  if (codes.some((c) => RETRYABLE_CODES.has(c) || RETRYABLE_PREFIXES.some((prefix) => c.startsWith(prefix)))) return 'retryable';
   if (codes.some((c) => CONNECTION_CODES.has(c) || c.startsWith('08'))) return 'connection';
   return 'other';
+}
+
+// SQL the database refused to compile or whose parameters did not fit: PostgreSQL/MySQL SQLSTATE
+// classes 42 (syntax, unknown name) and 22 (data exception); SQLite's generic error (no such
+// column, syntax) and binding errors.
+const INVALID_STATEMENT = /^(42|22)[0-9A-Z]{3}$/;
+const SQLITE_INVALID_STATEMENT = new Set(['SQLITE_ERROR', 'SQLITE_MISMATCH', 'SQLITE_RANGE']);
+
+/** True when the statement itself (e.g. a user's SQL condition) is invalid, not the database unavailable. */
+export function isInvalidStatement(error: unknown): boolean {
+  return errorCodes(error).some((c) => INVALID_STATEMENT.test(c) || SQLITE_INVALID_STATEMENT.has(c));
 }
 
 /** The library's own statement failed: a DATABASE_ERROR that remembers whether a rerun may succeed. */

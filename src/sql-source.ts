@@ -1,9 +1,10 @@
 import type { EntityTarget } from 'typeorm';
-import { ownStatementError } from './database-errors';
+import { isInvalidStatement, ownStatementError } from './database-errors';
 import { dialectOf, type TableRef } from './dialect';
 import type { Page, Source } from './each-batch';
 import { InvalidArgumentError, NonUniqueKeyError } from './errors';
 import type { Json } from './json';
+import { bindNamedParameters } from './named-parameters';
 import { type Db, dataSourceOf, transact } from './transaction';
 
 export interface SqlSourceOptions {
@@ -13,8 +14,6 @@ export interface SqlSourceOptions {
   /** Columns to select; the key is always included. Default: all columns. */
   columns?: string[];
 }
-
-const CURSOR_PARAMETER = 'typeorm_checkpoint_cursor';
 
 function resolveTable(db: Db, table: unknown): TableRef {
   const dataSource = dataSourceOf(db);
@@ -56,7 +55,6 @@ export async function sqlSource(
   if (typeof parameters !== 'object' || parameters === null || Array.isArray(parameters)) {
     throw new InvalidArgumentError('sqlSource: parameters must be an object of named values.');
   }
-  if (CURSOR_PARAMETER in parameters) throw new InvalidArgumentError(`sqlSource: the parameter name ${CURSOR_PARAMETER} is reserved.`);
   if (columns !== undefined && (!Array.isArray(columns) || columns.some((c) => typeof c !== 'string' || c === ''))) {
     throw new InvalidArgumentError('sqlSource: columns must be an array of column names.');
   }
@@ -92,27 +90,43 @@ export async function sqlSource(
     if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);
   }
 
+  // The SQL text is built here, not by TypeORM's parameter expansion: that would rewrite a `:x`
+  // inside a quoted table or column name and write numbers into SQLite's SQL text. Values (where
+  // parameters, cursor, limit) are always bound; the text is the same for every batch.
+  const condition = where === undefined ? { text: '', values: [] } : bindNamedParameters(where, parameters, dialect);
   const quotedKey = dialect.quote(keyColumn);
   const list = selected ? selected.map((c) => dialect.quote(c)).join(', ') : '*';
-  const filter = where === undefined ? '' : ` AND (${where})`;
+  const filter = where === undefined ? '' : ` AND (${condition.text})`;
+  const after = (first: boolean) => (first ? '' : ` AND ${quotedKey} > ${dialect.placeholder(condition.values.length + 1)}`);
+  const limitAt = (first: boolean) => dialect.placeholder(condition.values.length + (first ? 1 : 2));
+  const text = (first: boolean) =>
+    `SELECT ${list} FROM ${info.quotedTable} WHERE ${quotedKey} IS NOT NULL${filter}${after(first)} ORDER BY ${quotedKey} LIMIT ${limitAt(first)}`;
   const keyType = keyInfo.keyType;
-  const text = (limit: number, first: boolean) =>
-    `SELECT ${list} FROM ${info.quotedTable} WHERE ${quotedKey} IS NOT NULL` +
-    `${first ? '' : ` AND ${quotedKey} > :${CURSOR_PARAMETER}`}${filter} ORDER BY ${quotedKey} LIMIT ${limit}`;
+
+  // A condition naming an unknown column, or not SQL at all, is refused now, not in the first batch.
+  if (where !== undefined) await transact(db, async (tx) => {
+    try {
+      await tx.query(text(true), [...condition.values, 0]);
+    } catch (error) {
+      if (isInvalidStatement(error)) {
+        throw new InvalidArgumentError(
+          `sqlSource: the where condition is not valid on table "${ref.name}" (${error instanceof Error ? error.message : String(error)}).`,
+          { cause: error },
+        );
+      }
+      throw ownStatementError(error, `checking the where condition on table "${ref.name}"`);
+    }
+  });
 
   return async (cursor: Json, limit: number, tx): Promise<Page<Record<string, unknown>>> => {
     if (!Number.isSafeInteger(limit) || limit <= 0) throw new InvalidArgumentError('sqlSource: limit must be a positive safe integer.');
     const first = cursor === null;
-    const driver = dataSourceOf(tx).driver;
-    // Three arguments on TypeORM 0.3, two on 1.x (the third is ignored there).
-    const escape = driver.escapeQueryWithParameters as (...args: unknown[]) => [string, unknown[]];
-    const [sql, bound] = escape.call(
-      driver,
-      text(limit, first),
-      first ? parameters : { ...parameters, [CURSOR_PARAMETER]: cursor },
-      {},
-    );
-    const rows = (await tx.query(sql, bound)) as Record<string, unknown>[];
+    let rows: Record<string, unknown>[];
+    try {
+      rows = (await tx.query(text(first), [...condition.values, ...(first ? [] : [cursor]), limit])) as Record<string, unknown>[];
+    } catch (error) {
+      throw ownStatementError(error, `reading the next rows of table "${ref.name}"`);
+    }
     if (rows.length === 0) return { items: [], next: null };
     const last = rows[rows.length - 1][keyColumn];
     return { items: rows, next: cursorOf(last, keyType) };

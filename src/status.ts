@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from './errors';
-import { deleteJob, type JobKind, readJob, selectJobs, type Status, toStatus, validateName } from './job-store';
+import { deleteJob, type JobKind, lockJob, readJob, selectJobs, type Status, toStatus, validateName } from './job-store';
 import { type Db, transact } from './transaction';
 
 export type { Status } from './job-store';
@@ -28,7 +28,9 @@ export async function status(db: Db, name: string): Promise<Status | null> {
 export async function reset(db: Db, name: string): Promise<boolean> {
   validateName(name);
   return transact(db, async (tx) => {
-    const existed = (await readJob(tx, name)) !== undefined;
+    // Locked, not just read: on SQLite a read before the first write would make the delete fail
+    // with SQLITE_BUSY when another process wrote in between, instead of waiting its turn.
+    const existed = (await lockJob(tx, name)) !== undefined;
     if (existed) await deleteJob(tx, name);
     return existed;
   });

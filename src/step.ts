@@ -1,8 +1,12 @@
 import type { EntityManager } from 'typeorm';
 import { InvalidArgumentError } from './errors';
 import { decodeJson, encodeJson, type Json } from './json';
-import { assertKind, insertJob, type JobRow, lockJob, updateJob, validateName } from './job-store';
-import { type Db, transact } from './transaction';
+import { assertKind, insertJob, type JobRow, lockJob, readJob, updateJob, validateName } from './job-store';
+import { autocommit, type Db, joinsTransaction, transact } from './transaction';
+
+function isDone(row: JobRow): boolean {
+  return row.done === true || Number(row.done) === 1;
+}
 
 /**
  * Runs the named step once: the first successful run records f's JSON result in the same
@@ -11,13 +15,22 @@ import { type Db, transact } from './transaction';
 export async function step<T extends Json>(db: Db, name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T> {
   validateName(name);
   if (typeof f !== 'function') throw new InvalidArgumentError('step: f must be a function.');
+  if (!joinsTransaction(db)) {
+    // A recorded step never changes (until reset), so a hit needs no transaction and no lock:
+    // one plain read of committed state, where the locking path costs a transaction with a row lock.
+    const recorded = await autocommit(db, (manager) => readJob(manager, name));
+    if (recorded && isDone(recorded)) {
+      assertKind(recorded, 'step');
+      return decodeJson(recorded.value) as T;
+    }
+  }
   return transact(db, async (tx) => {
     // Inserting the row first makes a concurrent caller of the same step wait on its key until
     // this transaction ends, then see the recorded value: f runs once.
     await insertJob(tx, name, 'step', null);
     const row = (await lockJob(tx, name)) as JobRow;
     assertKind(row, 'step');
-    if (row.done === true || Number(row.done) === 1) return decodeJson(row.value) as T;
+    if (isDone(row)) return decodeJson(row.value) as T;
     const value = encodeJson(await f(tx), `The result of step "${name}"`);
     const now = Date.now();
     await updateJob(tx, name, { value, done: true, batches: 0, items: 0, finished_at: now });

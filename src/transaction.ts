@@ -19,25 +19,31 @@ interface Frame {
 
 /** A FIFO lock: `run` calls queue up and execute one at a time. */
 export class Mutex {
-  private last: Promise<void> = Promise.resolve();
+  /** Settles when the last queued call is done; null when no call is queued. */
+  private last: Promise<void> | null = null;
 
   async run<T>(fn: () => Promise<T>): Promise<T> {
     const previous = this.last;
     let release!: () => void;
-    this.last = new Promise<void>((resolve) => (release = resolve));
-    await previous;
+    const current = new Promise<void>((resolve) => (release = resolve));
+    this.last = current;
+    // An idle lock is taken at once, without waiting a turn for an already settled promise.
+    if (previous) await previous;
     try {
       return await fn();
     } finally {
+      if (this.last === current) this.last = null;
       release();
     }
   }
 }
 
-const MAX_ATTEMPTS = 5;
+/** Attempts of one of the library's own transactions that fails with a serialization failure, deadlock or busy lock. */
+export const MAX_ATTEMPTS = 5;
 const context = new AsyncLocalStorage<Frame>();
 const callerTransactions = new WeakMap<QueryRunner, Frame>();
 const singleConnectionLocks = new WeakMap<DataSource, Mutex>();
+const prepared = new WeakSet<DataSource>();
 let defaultDataSource: DataSource | null = null;
 let savepointCounter = 0;
 
@@ -160,11 +166,12 @@ async function rollbackToSavepoint(runner: QueryRunner, name: string): Promise<v
 }
 
 async function inOwnTransaction<T>(dataSource: DataSource, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+  const isolation = dialectOf(dataSource).ownTransactionIsolation;
   for (let attempt = 1; ; attempt++) {
     const runner = dataSource.createQueryRunner();
     try {
       try {
-        await runner.startTransaction();
+        await runner.startTransaction(isolation);
       } catch (error) {
         throw ownStatementError(error, 'starting a transaction');
       }
@@ -184,12 +191,21 @@ async function inOwnTransaction<T>(dataSource: DataSource, fn: (tx: EntityManage
         throw error;
       }
     } catch (error) {
-      if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
-      throw error;
+      if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
     } finally {
       await runner.release();
     }
+    await retryPause(attempt);
   }
+}
+
+/**
+ * Waits a random 0–10·2^(attempt−1) ms before the next attempt: contenders that failed together
+ * do not collide again at once, and a synchronous driver (better-sqlite3) lets timers and I/O run
+ * between attempts instead of retrying in one unbroken chain of microtasks.
+ */
+function retryPause(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** (attempt - 1)));
 }
 
 async function rollbackQuietly(runner: QueryRunner): Promise<void> {
@@ -200,6 +216,12 @@ async function rollbackQuietly(runner: QueryRunner): Promise<void> {
   }
 }
 
+/** Lets the dialect make the DataSource safe to use (once, before the library's first statement on it). */
+function prepareOnce(dataSource: DataSource): DataSource {
+  if (!prepared.has(dataSource) && dialectOf(dataSource).prepare(dataSource)) prepared.add(dataSource);
+  return dataSource;
+}
+
 /**
  * Runs `fn` in a transaction following the one rule: join the caller's (a SAVEPOINT) when `db` is
  * a transaction's manager or a transaction of the same DataSource is active in this async context,
@@ -207,16 +229,48 @@ async function rollbackQuietly(runner: QueryRunner): Promise<void> {
  * and deadlocks of its own statements a bounded number of times).
  */
 export async function transact<T>(db: Db, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
-  const dataSource = dataSourceOf(db);
+  const dataSource = prepareOnce(dataSourceOf(db));
   const parent = transactionToJoin(db, dataSource);
   if (parent) return inSavepoint(parent, fn);
   if (!dialectOf(dataSource).singleConnection) return inOwnTransaction(dataSource, fn);
+  return singleConnectionLock(dataSource).run(() => inOwnTransaction(dataSource, fn));
+}
+
+/** The lock that serialises the library's use of a single-connection DataSource. */
+function singleConnectionLock(dataSource: DataSource): Mutex {
   let lock = singleConnectionLocks.get(dataSource);
   if (!lock) {
     lock = new Mutex();
     singleConnectionLocks.set(dataSource, lock);
   }
-  return lock.run(() => inOwnTransaction(dataSource, fn));
+  return lock;
+}
+
+/**
+ * Runs `fn` without a transaction of its own — each statement commits on its own (autocommit) —
+ * for one atomic statement or a read of committed state: one round trip instead of three. When
+ * `db` would join a transaction it runs in a savepoint of it, as `transact` does. On a
+ * single-connection DataSource it holds the library's lock, so it never runs inside another
+ * transaction on that connection (and never sees its uncommitted writes).
+ */
+export async function autocommit<T>(db: Db, fn: (manager: EntityManager) => Promise<T>): Promise<T> {
+  const dataSource = prepareOnce(dataSourceOf(db));
+  if (transactionToJoin(db, dataSource)) return transact(db, fn);
+  const attempt = async () => {
+    for (let attempt = 1; ; attempt++) {
+      const runner = dataSource.createQueryRunner();
+      try {
+        return await fn(runner.manager);
+      } catch (error) {
+        if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
+      } finally {
+        await runner.release();
+      }
+      await retryPause(attempt);
+    }
+  };
+  if (!dialectOf(dataSource).singleConnection) return attempt();
+  return singleConnectionLock(dataSource).run(attempt);
 }
 
 /** True when a call on `db` would join an existing transaction rather than open its own. */

@@ -6,10 +6,10 @@ import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './sup
 
 const WORKER = 'test/fixtures/claims-worker.ts';
 const STALL = 'test/fixtures/claims-stall.ts';
-// The full-size race runs on PostgreSQL; SQLite (one writer at a time) gets a smaller one.
-const WORKERS = DRIVER === 'postgres' ? 16 : 4;
-const FILES = DRIVER === 'postgres' ? 1000 : 200;
-const RACE_FILES = DRIVER === 'postgres' ? 50 : 20;
+// The full-size race runs on PostgreSQL and MySQL/MariaDB; SQLite (one writer at a time) gets a smaller one.
+const WORKERS = DRIVER === 'sqlite' ? 4 : 16;
+const FILES = DRIVER === 'sqlite' ? 200 : 1000;
+const RACE_FILES = DRIVER === 'sqlite' ? 20 : 50;
 
 function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { DataSource, EntityManager } from 'typeorm';
 import { CheckpointError, currentManager, type Json, runInTransaction, status, step } from '../src';
 import { kill, startChild } from './support/child';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { count, createTestDatabase, DRIVER, rowLockWaiters, sql, type TestDatabase } from './support/database';
 import { createStepEffectsTable, StepEffect } from './fixtures/step-effect';
 
 const WORKER = 'test/fixtures/step-worker.ts';
@@ -189,11 +189,10 @@ describe(`step (${DRIVER})`, () => {
         bodies += 1;
         const run = bodies;
         await writeEffect(tx, 'eight');
-        if (DRIVER === 'postgres') {
+        if (DRIVER !== 'sqlite') {
           // Hold the step open until the 7 other callers really wait on its row (or, were they not
           // kept out, until another f body starts).
-          const waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
-          while (bodies === 1 && (await count(ds, waiting)) < 7) {
+          while (bodies === 1 && (await rowLockWaiters(ds)) < 7) {
             await new Promise((resolve) => setTimeout(resolve, 10));
           }
         }
@@ -267,23 +266,33 @@ describe(`step (${DRIVER})`, () => {
     it('runs f once when 4 processes call the same step at the same moment', async () => {
       const name = 'four processes';
       const lockKey = 727274;
+      // MySQL's named locks are server-wide: the name carries this test database's random name.
+      const lockName = `ck_step_race_${database.url.replace(/^.*\//, '')}`;
       const hold = ds.createQueryRunner();
       const children: ReturnType<typeof startChild>[] = [];
       try {
         // The go signal: PostgreSQL — an exclusive advisory lock the workers wait on (shared);
-        // SQLite — the database write lock, which the workers' steps wait on.
+        // MySQL — a named lock (GET_LOCK) each worker takes and releases; SQLite — the database
+        // write lock, which the workers' steps wait on.
         if (DRIVER === 'postgres') {
           await hold.query('SELECT pg_advisory_lock($1)', [lockKey]);
+        } else if (DRIVER === 'mysql') {
+          await hold.query('SELECT GET_LOCK(?, 60)', [lockName]);
         } else {
           await hold.startTransaction();
           await hold.query('UPDATE step_effects SET id = id WHERE 1 = 0');
         }
-        for (let i = 0; i < 4; i++) children.push(startChild(WORKER, ['race', database.url, name, String(lockKey)]));
+        const key = DRIVER === 'mysql' ? lockName : String(lockKey);
+        for (let i = 0; i < 4; i++) children.push(startChild(WORKER, ['race', database.url, name, key]));
         await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
         if (DRIVER === 'postgres') {
           const waiting = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1";
           while ((await count(ds, waiting, [lockKey])) < 4) await new Promise((resolve) => setTimeout(resolve, 10));
           await hold.query('SELECT pg_advisory_unlock($1)', [lockKey]);
+        } else if (DRIVER === 'mysql') {
+          const waiting = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE ?";
+          while ((await count(ds, waiting, [`%${lockName}%`])) < 4) await new Promise((resolve) => setTimeout(resolve, 10));
+          await hold.query('SELECT RELEASE_LOCK(?)', [lockName]);
         } else {
           await hold.commitTransaction();
         }

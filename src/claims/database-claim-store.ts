@@ -4,7 +4,7 @@ import { ownStatementError } from '../database-errors';
 import { type Dialect, dialectOf } from '../dialect';
 import { CheckpointError, DatabaseError, StoreUnavailableError } from '../errors';
 import { run } from '../job-store';
-import { type Db, dataSourceOf, transact } from '../transaction';
+import { autocommit, type Db, dataSourceOf, transact } from '../transaction';
 import {
   type Claimant,
   claimLost,
@@ -166,50 +166,84 @@ export class DatabaseClaimStore implements ClaimStore {
 
   /**
    * A lease that expired on the last allowed attempt turns its file into a dead letter; run first
-   * in a transaction, this write also takes SQLite's write lock before anything is read.
+   * in a transaction, it also takes SQLite's write lock (a write) before anything is read.
    */
   private async expireLastAttempts(tx: EntityManager, now: number, fileUrl?: string): Promise<void> {
     const q = (column: string) => this.dialect.quote(column);
-    const one = fileUrl === undefined ? '' : `${q('file_url')} = ? AND `;
-    await run(
+    const expired = `${q('status')} = 'processing' AND ${q('lease_expires_at')} <= ? AND ${q('retry_count')} >= ${q('max_retries')}`;
+    const expire = (urls: string[]) =>
+      run(
+        tx,
+        this.sql(
+          `UPDATE ${this.table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
+            `WHERE ${q('file_url')} IN (${urls.map(() => '?').join(', ')}) AND ${expired}`,
+        ),
+        [LEASE_EXPIRED, ...urls, now],
+        'expiring leases',
+      );
+    if (fileUrl !== undefined) {
+      await expire([fileUrl]);
+      return;
+    }
+    // Find them with a plain read, then update by key (the condition checked again): an UPDATE
+    // that scans by status locks rows in index order, against completions' key order (MySQL deadlocks).
+    const lock = this.dialect.lockRow(TABLE, 'file_url');
+    if (lock.before) await run(tx, lock.before, [''], 'expiring leases');
+    const rows = await run<{ file_url: string }[]>(
       tx,
-      this.sql(
-        `UPDATE ${this.table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
-          `WHERE ${one}${q('status')} = 'processing' AND ${q('lease_expires_at')} <= ? AND ${q('retry_count')} >= ${q('max_retries')}`,
-      ),
-      fileUrl === undefined ? [LEASE_EXPIRED, now] : [LEASE_EXPIRED, fileUrl, now],
+      this.sql(`SELECT ${q('file_url')} FROM ${this.table} WHERE ${expired}`),
+      [now],
       'expiring leases',
     );
+    const urls = rows.map((row) => row.file_url);
+    for (let i = 0; i < urls.length; i += URLS_PER_STATEMENT) await expire(urls.slice(i, i + URLS_PER_STATEMENT));
   }
 
   async claim(file: FileRef, claimant: Claimant, now: number): Promise<number | null> {
     const d = this.dialect;
-    const sql = d.conditionalUpsert(
-      TABLE,
-      CLAIM_COLUMNS,
-      'file_url',
-      this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
-      // The proposed row's started_at is `now`: the condition needs no placeholder of its own.
-      this.claimable(d.proposed('started_at')),
-    );
     const parameters = [
       file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'processing', 0, 0, 0, 0, 0, claimant.maxRetries, 1, now,
       claimant.workerId, now, now + claimant.leaseMs,
     ];
+    if (d.supportsReturning) {
+      // One statement, no transaction of its own: the upsert's condition already refuses a lease
+      // that expired on the last attempt (readers turn that row into a dead letter before showing it).
+      const sql = `${d.conditionalUpsert(
+        TABLE,
+        CLAIM_COLUMNS,
+        'file_url',
+        this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
+        this.claimable(d.proposed('started_at')),
+      )} RETURNING ${d.quote('claim_token')}`;
+      return this.guard(`claiming "${file.fileUrl}"`, () =>
+        autocommit(this.db, async (tx) => {
+          const rows = await run<{ claim_token: number | string }[]>(tx, sql, parameters, `claiming "${file.fileUrl}"`);
+          return rows.length > 0 ? Number(rows[0].claim_token) : null;
+        }),
+      );
+    }
     return this.guard(`claiming "${file.fileUrl}"`, () =>
       transact(this.db, async (tx) => {
         await this.expireLastAttempts(tx, now, file.fileUrl);
-        let before: FileRow | undefined;
-        if (d.upsertCountsUnchangedRows) {
-          const lock = d.lockRow(TABLE, 'file_url');
-          before = (await run<FileRow[]>(tx, lock.select, [file.fileUrl], `locking "${file.fileUrl}"`))[0];
+        let claimed: boolean;
+        try {
+          claimed = await d.applyConditionalUpsert(
+            tx.queryRunner!,
+            TABLE,
+            CLAIM_COLUMNS,
+            'file_url',
+            this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
+            // The proposed row's started_at is `now`: the condition needs no placeholder of its own.
+            this.claimable(d.proposed('started_at')),
+            parameters,
+          );
+        } catch (error) {
+          throw ownStatementError(error, `claiming "${file.fileUrl}"`);
         }
-        const affected = await this.affected(tx, sql, parameters, `claiming "${file.fileUrl}"`);
-        if (affected === 0) return null;
+        if (!claimed) return null;
+        // The row stays locked by the upsert until commit: the token read here is this claim's.
         const row = await this.readRow(tx, file.fileUrl);
-        // Where an unchanged row still counts as affected, the token (read under the row lock) tells.
-        const claimed = row !== undefined && (!d.upsertCountsUnchangedRows || before === undefined || Number(row.claim_token) > Number(before.claim_token));
-        return claimed ? Number(row.claim_token) : null;
+        return row ? Number(row.claim_token) : null;
       }),
     );
   }
@@ -217,6 +251,24 @@ export class DatabaseClaimStore implements ClaimStore {
   async claimNext(limit: number, fileType: string | undefined, claimant: Claimant, now: number): Promise<FileCheckpoint[]> {
     const q = (column: string) => this.dialect.quote(column);
     const byType = fileType === undefined ? '' : ` AND ${this.existing('file_type')} = ?`;
+    if (this.dialect.supportsReturning) {
+      // One statement, no transaction of its own: pick (SKIP LOCKED), claim and return the rows.
+      const assignments = this.claimAssignments('?', '?', '?')
+        .map(([column, value]) => `${q(column)} = ${value}`)
+        .join(', ');
+      const sql = this.sql(
+        `WITH picked AS (SELECT ${q('file_url')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
+          `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
+          `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('file_url')} = picked.${q('file_url')} ` +
+          `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${q('created_at')}, ${q('file_url')}`,
+      );
+      const parameters = [now, ...(fileType === undefined ? [] : [fileType]), limit, claimant.workerId, now, now + claimant.leaseMs];
+      return this.guard('claiming the next files', () =>
+        autocommit(this.db, async (tx) =>
+          (await run<FileRow[]>(tx, sql, parameters, 'claiming the next files')).map(toFileCheckpoint),
+        ),
+      );
+    }
     return this.guard('claiming the next files', () =>
       transact(this.db, async (tx) => {
         await this.expireLastAttempts(tx, now);
@@ -282,7 +334,8 @@ export class DatabaseClaimStore implements ClaimStore {
   }
 
   async complete(fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
-    return this.guard(`completing "${fileUrl}"`, () => transact(this.db, (tx) => this.completeIn(tx, fileUrl, token, stats, now)));
+    // One fenced UPDATE: atomic on its own, so no transaction of its own.
+    return this.guard(`completing "${fileUrl}"`, () => autocommit(this.db, (tx) => this.completeIn(tx, fileUrl, token, stats, now)));
   }
 
   async completeWith(
@@ -312,7 +365,7 @@ export class DatabaseClaimStore implements ClaimStore {
   async fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean> {
     const q = (column: string) => this.dialect.quote(column);
     return this.guard(`failing "${fileUrl}"`, () =>
-      transact(this.db, async (tx) => {
+      autocommit(this.db, async (tx) => {
         const affected = await this.affected(
           tx,
           this.sql(
@@ -330,7 +383,7 @@ export class DatabaseClaimStore implements ClaimStore {
   async heartbeat(fileUrl: string, token: number, leaseExpiresAt: number): Promise<boolean> {
     const q = (column: string) => this.dialect.quote(column);
     return this.guard(`extending the lease of "${fileUrl}"`, () =>
-      transact(this.db, async (tx) => {
+      autocommit(this.db, async (tx) => {
         const affected = await this.affected(
           tx,
           this.sql(`UPDATE ${this.table} SET ${q('lease_expires_at')} = ? WHERE ${this.fenced()}`),
@@ -364,14 +417,14 @@ export class DatabaseClaimStore implements ClaimStore {
         let inserted = 0;
         for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
           const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
-          inserted += await this.affected(
-            tx,
-            this.dialect.insertIgnoreRows(TABLE, REGISTER_COLUMNS, ['file_url'], chunk.length),
-            chunk.flatMap((file) => [
-              file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
-            ]),
-            'registering files',
-          );
+          const parameters = chunk.flatMap((file) => [
+            file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
+          ]);
+          try {
+            inserted += await this.dialect.insertMissingRows(tx.queryRunner!, TABLE, REGISTER_COLUMNS, ['file_url'], parameters, chunk.length);
+          } catch (error) {
+            throw ownStatementError(error, 'registering files');
+          }
         }
         return inserted;
       }),

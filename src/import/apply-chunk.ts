@@ -42,6 +42,17 @@ export async function lockAt(tx: EntityManager, batch: string, start: number): P
   return row;
 }
 
+/** INVALID_INPUT for the first of `rows` (numbered from `start`) whose id the batch already holds, or null. */
+export async function storedIdClash(tx: EntityManager, batch: string, start: number, rows: Row[]): Promise<InvalidInputError | null> {
+  const stored = await storedIds(tx, batch, rows.map((row) => row.id));
+  const clash = rows.findIndex((row) => stored.has(row.id));
+  if (clash < 0) return null;
+  return new InvalidInputError(
+    `Row ${start + clash}: id ${JSON.stringify(rows[clash].id)} is already stored in import "${batch}".`,
+    start + clash,
+  );
+}
+
 /** In `tx`, with the import locked at `start`: stores the rows in the built-in table and advances the checkpoint. */
 export async function storeChunk(
   tx: EntityManager,
@@ -51,14 +62,8 @@ export async function storeChunk(
   fault?: (index: number) => void,
 ): Promise<number> {
   // Checked rather than left to the primary key: the sqlite3 driver reports every constraint the same way.
-  const stored = await storedIds(tx, batch, rows.map((row) => row.id));
-  const clash = rows.findIndex((row) => stored.has(row.id));
-  if (clash >= 0) {
-    throw new InvalidInputError(
-      `Row ${start + clash}: id ${JSON.stringify(rows[clash].id)} is already stored in import "${batch}".`,
-      start + clash,
-    );
-  }
+  const clash = await storedIdClash(tx, batch, start, rows);
+  if (clash) throw clash;
   if (fault === undefined) {
     await insertItems(tx, batch, rows, start);
   } else {

@@ -2,11 +2,11 @@ import type { EntityManager } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../errors';
 import { progressSince, type Progress } from '../progress';
 import { type Db, transact } from '../transaction';
-import { cursorMismatch, storeChunk } from './apply-chunk';
+import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
 import { DuplicateIds } from './duplicate-ids';
 import { validateSize } from './import-all';
-import { checkStorableId, lockImport, readImport, updateImport, validateBatch } from './import-store';
+import { bulkInsertItems, checkStorableId, lockImport, readImport, updateImport, validateBatch } from './import-store';
 import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
@@ -86,10 +86,10 @@ export async function importFile(db: Db, batch: string, path: string, options: I
   let bytes = 0;
   let batches = 0;
   let chunk: Row[] = [];
+  let chunkStart = result.nextIndex;
   let index = 0;
-  const commit = async () => {
-    const outcome = await commitChunk(db, batch, record.digest, result.nextIndex, chunk, handler);
-    chunk = [];
+  const commit = async (rows: Row[], start: number) => {
+    const outcome = await commitChunk(db, batch, record.digest, start, rows, handler);
     result.nextIndex = outcome.next;
     if (outcome.written === 0) return;
     result.rows += outcome.written;
@@ -98,21 +98,47 @@ export async function importFile(db: Db, batch: string, path: string, options: I
       progressSince(startedAt, { name: batch, batches, items: result.rows, total, bytes, totalBytes: record.bytes }),
     );
   };
+  // One chunk commits while the next one is read and parsed, so the database and the parser work
+  // side by side; chunks still commit one after the other, in order.
+  let committing: Promise<void> | null = null;
+  let failure: { error: unknown } | null = null;
+  const settle = async () => {
+    await committing;
+    committing = null;
+    if (failure) throw failure.error;
+  };
+  /** Waits for the chunk in flight, then sends this one; false when the import is to stop instead. */
+  const submit = async (): Promise<boolean> => {
+    await settle();
+    // An abort during the chunk in flight stops before the next one, the file's last chunk included.
+    if (result.nextIndex >= total || signal?.aborted) return false;
+    // Another runner of this import may have committed some of these rows already.
+    const skip = Math.min(chunk.length, Math.max(0, result.nextIndex - chunkStart));
+    const rows = chunk.slice(skip);
+    chunk = [];
+    if (rows.length > 0) committing = commit(rows, chunkStart + skip).catch((error: unknown) => void (failure = { error }));
+    return true;
+  };
 
-  const blocks = verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read) });
-  for await (const rows of unchanged(readRows(format, blocks), batch, record)) {
-    for (const row of rows) {
-      if (index++ < result.nextIndex) continue;
-      chunk.push(row);
-      // The chunk that ends the file waits for the end of the file: only then is all of it verified.
-      if (chunk.length === size && index < total) {
-        await commit();
-        if (result.nextIndex >= total) return { ...result, done: true };
-        if (signal?.aborted) return result;
+  try {
+    const blocks = verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read) });
+    for await (const rows of unchanged(readRows(format, blocks), batch, record)) {
+      for (const row of rows) {
+        const at = index++;
+        if (at < result.nextIndex) continue;
+        if (chunk.length === 0) chunkStart = at;
+        chunk.push(row);
+        // The chunk that ends the file waits for the end of the file: only then is all of it verified.
+        if (chunk.length === size && index < total && !(await submit())) return { ...result, done: result.nextIndex >= total };
       }
     }
+    if (chunk.length > 0) await submit();
+    await settle();
+  } catch (error) {
+    // Never return while a chunk is still committing; the error that stopped the import wins.
+    await settle().catch(() => undefined);
+    throw error;
   }
-  if (chunk.length > 0) await commit();
   return { ...result, done: result.nextIndex >= total };
 }
 
@@ -194,21 +220,33 @@ async function commitChunk(
   rows: Row[],
   handler: ImportFileOptions['handler'],
 ): Promise<{ next: number; written: number }> {
-  return transact(db, async (tx) => {
-    const stored = await lockImport(tx, batch);
-    if (stored === undefined) throw cursorMismatch(batch, stored, start);
-    if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
-    const next = Number(stored.next_index);
-    if (next > start) return { next, written: 0 };
-    if (next < start) throw cursorMismatch(batch, stored, start);
-    if (handler) {
-      await handler(rows, tx, start);
+  let inserting = false;
+  try {
+    return await transact(db, async (tx) => {
+      const stored = await lockImport(tx, batch);
+      if (stored === undefined) throw cursorMismatch(batch, stored, start);
+      if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
+      const next = Number(stored.next_index);
+      if (next > start) return { next, written: 0 };
+      if (next < start) throw cursorMismatch(batch, stored, start);
+      if (handler) {
+        await handler(rows, tx, start);
+      } else {
+        inserting = true;
+        await bulkInsertItems(tx, batch, rows, start);
+        inserting = false;
+      }
       await updateImport(tx, batch, { next_index: start + rows.length });
-    } else {
-      await storeChunk(tx, batch, start, rows);
-    }
-    return { next: start + rows.length, written: rows.length };
-  });
+      return { next: start + rows.length, written: rows.length };
+    });
+  } catch (error) {
+    // Pass 1 rejected duplicates within the file, so the insert can only clash with rows stored
+    // another way (applyChunk): looked up only now, once the chunk rolled back, to name the row.
+    // If that lookup fails too (the connection is gone), the insert's own error is the one to raise.
+    if (!inserting) throw error;
+    const clash = await transact(db, (tx) => storedIdClash(tx, batch, start, rows)).catch(() => null);
+    throw clash ?? error;
+  }
 }
 
 /** What is committed for `batch`, for a call stopped before it wrote anything. */

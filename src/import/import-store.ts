@@ -124,6 +124,32 @@ export async function insertItems(tx: EntityManager, batch: string, rows: Row[],
   }
 }
 
+/**
+ * Inserts a chunk the fastest way the dialect has (COPY on PostgreSQL, else multi-row INSERTs),
+ * without looking for stored ids first: a duplicate key fails the statement (and the transaction).
+ */
+export async function bulkInsertItems(tx: EntityManager, batch: string, rows: Row[], start: number): Promise<void> {
+  const dialect = sqlOf(tx);
+  if (!dialect.copyRows) return insertItems(tx, batch, rows, start);
+  try {
+    await dialect.copyRows(tx.queryRunner!, ITEMS, ['batch', 'id', 'value'], rows.map((row) => [batch, row.id, row.value]));
+  } catch (error) {
+    throw insertFailure(error, batch, rows, start);
+  }
+}
+
+/** A duplicate key is the caller's input error, not a database failure. */
+function insertFailure(error: unknown, batch: string, rows: Row[], start: number): Error {
+  if (classifyDatabaseError(error) === 'unique') {
+    return new InvalidInputError(
+      `Rows ${start}–${start + rows.length - 1}: an id is already stored in import "${batch}".`,
+      rows.length === 1 ? start : undefined,
+      { cause: error },
+    );
+  }
+  return ownStatementError(error, `inserting rows of import "${batch}"`);
+}
+
 /** Inserts rows in one statement; a duplicate key is the caller's input error, not a database failure. */
 export async function insertItemRange(tx: EntityManager, batch: string, rows: Row[], start: number): Promise<void> {
   const dialect = sqlOf(tx);
@@ -136,14 +162,7 @@ export async function insertItemRange(tx: EntityManager, batch: string, rows: Ro
       parameters,
     );
   } catch (error) {
-    if (classifyDatabaseError(error) === 'unique') {
-      throw new InvalidInputError(
-        `Rows ${start}–${start + rows.length - 1}: an id is already stored in import "${batch}".`,
-        rows.length === 1 ? start : undefined,
-        { cause: error },
-      );
-    }
-    throw ownStatementError(error, `inserting rows of import "${batch}"`);
+    throw insertFailure(error, batch, rows, start);
   }
 }
 

@@ -33,8 +33,11 @@ export interface SourceRecord {
   bytes: number;
 }
 
-/** Reads a file in fixed-size blocks. */
-export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE): AsyncGenerator<Buffer> {
+/**
+ * Reads a file in fixed-size blocks. With `reuseBuffer` every block is the same buffer, refilled:
+ * for a consumer done with a block before asking for the next (a hash), it saves an allocation per block.
+ */
+export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuffer = false): AsyncGenerator<Buffer> {
   let handle;
   try {
     handle = await open(path, 'r');
@@ -43,8 +46,9 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE): AsyncGe
   }
   try {
     let position = 0;
+    const shared = reuseBuffer ? Buffer.allocUnsafe(blockSize) : null;
     for (;;) {
-      const block = Buffer.allocUnsafe(blockSize);
+      const block = shared ?? Buffer.allocUnsafe(blockSize);
       let filled = 0;
       while (filled < blockSize) {
         const { bytesRead } = await handle.read(block, filled, blockSize - filled, position + filled);

@@ -18,14 +18,24 @@ export const DRIVER: Driver = ((): Driver => {
 export const POSTGRES_ADMIN_URL = process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const MYSQL_ADMIN_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
-async function adminQuery(sql: string): Promise<void> {
+async function adminQuery<T = unknown>(sql: string): Promise<T> {
   const admin = new DataSource(dataSourceOptionsFromUrl(DRIVER === 'postgres' ? POSTGRES_ADMIN_URL : MYSQL_ADMIN_URL));
   await admin.initialize();
   try {
-    await admin.query(sql);
+    return (await admin.query(sql)) as T;
   } finally {
     await admin.destroy();
   }
+}
+
+let mysqlScheme: Promise<'mysql' | 'mariadb'> | undefined;
+
+/** `mariadb` when the MySQL-protocol server is MariaDB: TypeORM reads its catalogue right only with that type. */
+function mysqlUrlScheme(): Promise<'mysql' | 'mariadb'> {
+  mysqlScheme ??= adminQuery<{ version: string }[]>('SELECT VERSION() AS version').then((rows) =>
+    /mariadb/i.test(rows[0].version) ? 'mariadb' : 'mysql',
+  );
+  return mysqlScheme;
 }
 
 /** A fresh, empty database for one test file (a SQLite file, or a new PostgreSQL/MySQL database). */
@@ -50,7 +60,7 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
     drop = () => adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   } else {
     await adminQuery(`CREATE DATABASE \`${name}\``);
-    url = MYSQL_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
+    url = MYSQL_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`).replace(/^[a-z]+:/, `${await mysqlUrlScheme()}:`);
     drop = () => adminQuery(`DROP DATABASE IF EXISTS \`${name}\``);
   }
   const opened: DataSource[] = [];
@@ -80,6 +90,21 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
 export async function count(db: DataSource, sql: string, parameters: unknown[] = []): Promise<number> {
   const rows = (await db.query(sql, parameters)) as Record<string, unknown>[];
   return Number(Object.values(rows[0])[0]);
+}
+
+/** Sessions of this test database waiting for a row lock right now (SQLite has no such thing: 0). */
+export async function rowLockWaiters(db: DataSource): Promise<number> {
+  if (DRIVER === 'postgres') {
+    return count(db, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+  }
+  if (DRIVER === 'mysql') {
+    return count(
+      db,
+      `SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+        WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`,
+    );
+  }
+  return 0;
 }
 
 /** `?` placeholders in test SQL, rewritten to `$n` for PostgreSQL. */
