@@ -1,5 +1,6 @@
 import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata';
 import { type MigrationInterface, type QueryRunner, Table } from 'typeorm';
+import { exactTextColumns } from './exact-text-columns';
 
 /**
  * `false` as a column default, spelled the way the driver spells the entity's `default: false`
@@ -15,16 +16,17 @@ export class CheckpointJobs1764460800000 implements MigrationInterface {
   name = 'CheckpointJobs1764460800000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
+    const text = await exactTextColumns(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: 'checkpoint_jobs',
         columns: [
-          { name: 'name', type: 'varchar', length: '512', isPrimary: true },
-          { name: 'kind', type: 'varchar', length: '16' },
+          text({ name: 'name', type: 'varchar', length: '512', isPrimary: true }),
+          text({ name: 'kind', type: 'varchar', length: '16' }),
           { name: 'done', type: 'boolean', default: falseDefault(queryRunner) },
-          { name: 'cursor', type: 'text', isNullable: true },
-          { name: 'value', type: 'text', isNullable: true },
-          { name: 'fingerprint', type: 'varchar', length: '512', isNullable: true },
+          text({ name: 'cursor', type: 'text', isNullable: true }),
+          text({ name: 'value', type: 'text', isNullable: true }),
+          text({ name: 'fingerprint', type: 'varchar', length: '512', isNullable: true }),
           { name: 'batches', type: 'bigint', default: 0 },
           { name: 'items', type: 'bigint', default: 0 },
           { name: 'started_at', type: 'bigint' },
@@ -38,8 +40,8 @@ export class CheckpointJobs1764460800000 implements MigrationInterface {
       new Table({
         name: 'checkpoint_imports',
         columns: [
-          { name: 'id', type: 'varchar', length: '255', isPrimary: true },
-          { name: 'digest', type: 'varchar', length: '64' },
+          text({ name: 'id', type: 'varchar', length: '255', isPrimary: true }),
+          text({ name: 'digest', type: 'varchar', length: '64' }),
           { name: 'next_index', type: 'bigint' },
           { name: 'total_rows', type: 'bigint', isNullable: true },
           { name: 'updated_at', type: 'bigint', isNullable: true },
@@ -51,8 +53,8 @@ export class CheckpointJobs1764460800000 implements MigrationInterface {
       new Table({
         name: 'checkpoint_import_items',
         columns: [
-          { name: 'batch', type: 'varchar', length: '255', isPrimary: true },
-          { name: 'id', type: 'varchar', length: '512', isPrimary: true },
+          text({ name: 'batch', type: 'varchar', length: '255', isPrimary: true }),
+          text({ name: 'id', type: 'varchar', length: '512', isPrimary: true }),
           { name: 'value', type: 'bigint' },
         ],
       }),

@@ -1,4 +1,5 @@
 import { type MigrationInterface, type QueryRunner, Table, TableIndex } from 'typeorm';
+import { exactTextColumns } from './exact-text-columns';
 
 // The SQL functions repeat the manager's claim rules for workers written in other languages:
 // same columns, same clock unit (epoch ms, here from the database server's clock), same states.
@@ -98,22 +99,23 @@ export class FileCheckpoints1764547200000 implements MigrationInterface {
   name = 'FileCheckpoints1764547200000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
+    const text = await exactTextColumns(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: 'file_checkpoints',
         columns: [
-          { name: 'file_url', type: 'varchar', length: '768', isPrimary: true },
-          { name: 'file_type', type: 'varchar', length: '255' },
+          text({ name: 'file_url', type: 'varchar', length: '768', isPrimary: true }),
+          text({ name: 'file_type', type: 'varchar', length: '255' }),
           { name: 'file_timestamp', type: 'bigint' },
-          { name: 'status', type: 'varchar', length: '16', default: "'pending'" },
+          text({ name: 'status', type: 'varchar', length: '16', default: "'pending'" }),
           { name: 'records_total', type: 'bigint', default: 0 },
           { name: 'records_filtered', type: 'bigint', default: 0 },
           { name: 'records_persisted', type: 'bigint', default: 0 },
           { name: 'processing_time_ms', type: 'bigint', default: 0 },
-          { name: 'error_message', type: 'text', isNullable: true },
+          text({ name: 'error_message', type: 'text', isNullable: true }),
           { name: 'retry_count', type: 'integer', default: 0 },
           { name: 'max_retries', type: 'integer', default: DEFAULT_MAX_RETRIES },
-          { name: 'processed_by', type: 'varchar', length: '255', isNullable: true },
+          text({ name: 'processed_by', type: 'varchar', length: '255', isNullable: true }),
           { name: 'claim_token', type: 'bigint', default: 0 },
           { name: 'lease_expires_at', type: 'bigint', isNullable: true },
           { name: 'started_at', type: 'bigint', isNullable: true },

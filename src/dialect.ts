@@ -105,6 +105,11 @@ export interface Dialect {
   ): Promise<boolean>;
   tableInfo(manager: EntityManager, table: TableRef): Promise<TableInfo | null>;
   /**
+   * The collation the checkpoint tables' text columns need so that keys differing only in case,
+   * accents or trailing spaces stay different keys; undefined where the default already does.
+   */
+  exactTextCollation(runner: QueryRunner): Promise<string | undefined>;
+  /**
    * Makes an initialized DataSource safe for the library to use; called once per DataSource before
    * its first transaction. Returns false when it could not (not initialized yet), to be asked again.
    */
@@ -179,8 +184,12 @@ async function copyFromStdin(runner: QueryRunner, table: string, columns: string
 /** Nothing to prepare. */
 const ready = () => true;
 
+/** PostgreSQL's deterministic and SQLite's BINARY default collations compare text exactly. */
+const defaultCollationIsExact = () => Promise.resolve(undefined);
+
 const postgres: Dialect = {
   name: 'postgres',
+  exactTextCollation: defaultCollationIsExact,
   prepare(dataSource) {
     // pg-pool hands out a new client from inside the socket read that completed its connection; an
     // error message in that same read (the connection killed right then) is emitted before TypeORM
@@ -267,6 +276,7 @@ const postgres: Dialect = {
 
 const sqlite: Dialect = {
   name: 'sqlite',
+  exactTextCollation: defaultCollationIsExact,
   prepare: ready,
   supportsSkipLocked: false,
   singleConnection: true,
@@ -338,6 +348,15 @@ function backtick(identifier: string): string {
 
 const mysql: Dialect = {
   name: 'mysql',
+  async exactTextCollation(runner) {
+    // The usual defaults (utf8mb4_general_ci, …_0900_ai_ci) ignore case and accents, and PAD SPACE
+    // collations (utf8mb4_bin too) trailing spaces. Binary and NO PAD: MySQL 8 utf8mb4_0900_bin,
+    // MariaDB utf8mb4_nopad_bin; older servers have only utf8mb4_bin.
+    const found = (await runner.query(
+      "SELECT COLLATION_NAME AS name FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN ('utf8mb4_0900_bin', 'utf8mb4_nopad_bin') ORDER BY COLLATION_NAME",
+    )) as { name: string }[];
+    return found[0]?.name ?? 'utf8mb4_bin';
+  },
   prepare: ready,
   supportsSkipLocked: true,
   singleConnection: false,

@@ -99,7 +99,25 @@ export async function readJob(tx: EntityManager, name: string): Promise<JobRow |
   return rows[0];
 }
 
-export function assertKind(row: JobRow, kind: JobKind): void {
+/** The columns a recorded step's cache hit needs. */
+export type StepRecord = Pick<JobRow, 'name' | 'kind' | 'done' | 'value'>;
+
+const stepRecordSql = new Map<string, string>();
+
+/** Reads a step's record without a lock, only the columns a cache hit needs (the SQL built once per dialect). */
+export async function readStepRecord(tx: EntityManager, name: string): Promise<StepRecord | undefined> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  let sql = stepRecordSql.get(dialect.name);
+  if (sql === undefined) {
+    const q = (column: string) => dialect.quote(column);
+    sql = dialect.sql(`SELECT ${q('name')}, ${q('kind')}, ${q('done')}, ${q('value')} FROM ${q(TABLE)} WHERE ${q('name')} = ?`);
+    stepRecordSql.set(dialect.name, sql);
+  }
+  const rows = await run<StepRecord[]>(tx, sql, [name], `reading step "${name}"`);
+  return rows[0];
+}
+
+export function assertKind(row: Pick<JobRow, 'name' | 'kind'>, kind: JobKind): void {
   if (row.kind !== kind) {
     throw new InvalidArgumentError(`"${row.name}" is already used by a ${row.kind}; pick another name for this ${kind}.`);
   }

@@ -61,6 +61,9 @@ export function decodeJson(text: string | null): Json {
 
 /** `JSON.stringify` with object keys sorted recursively; NON_SERIALIZABLE for non-JSON input. */
 export function canonicalJson(value: unknown, what = 'The value'): string {
+  // Primitives, the usual method arguments, need neither the walk nor the key-sorting replacer.
+  const type = typeof value;
+  if (type === 'string' || type === 'boolean' || value === null || (type === 'number' && Number.isFinite(value))) return JSON.stringify(value);
   check(value, '$', new Set(), what);
   return JSON.stringify(value, (_key, item: unknown) => {
     if (item === null || typeof item !== 'object' || Array.isArray(item)) return item;

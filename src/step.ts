@@ -1,10 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import { InvalidArgumentError } from './errors';
 import { decodeJson, encodeJson, type Json } from './json';
-import { assertKind, insertJob, type JobRow, lockJob, readJob, updateJob, validateName } from './job-store';
+import { assertKind, insertJob, type JobRow, lockJob, readStepRecord, updateJob, validateName } from './job-store';
 import { autocommit, type Db, joinsTransaction, transact } from './transaction';
 
-function isDone(row: JobRow): boolean {
+function isDone(row: Pick<JobRow, 'done'>): boolean {
   return row.done === true || Number(row.done) === 1;
 }
 
@@ -18,7 +18,7 @@ export async function step<T extends Json>(db: Db, name: string, f: (tx: EntityM
   if (!joinsTransaction(db)) {
     // A recorded step never changes (until reset), so a hit needs no transaction and no lock:
     // one plain read of committed state, where the locking path costs a transaction with a row lock.
-    const recorded = await autocommit(db, (manager) => readJob(manager, name));
+    const recorded = await autocommit(db, (manager) => readStepRecord(manager, name));
     if (recorded && isDone(recorded)) {
       assertKind(recorded, 'step');
       return decodeJson(recorded.value) as T;

@@ -217,12 +217,12 @@ describe(`CheckpointManager (${DRIVER})`, function () {
 
       it('keeps a claim alive with heartbeats; once they stop, another worker takes the file over (an attempt)', async () => {
         const fileUrl = url('heartbeat.csv');
-        const holder = manager({ workerId: 'holder', leaseMs: 150 });
+        const holder = manager({ workerId: 'holder', leaseMs: 1000 });
         const other = manager({ workerId: 'other' });
         expect(await holder.claimFile(fileUrl, 'events', TS)).to.equal(true);
         const firstExpiry = (await holder.get(fileUrl))!.leaseExpiresAt!.getTime();
         // Well past the first lease: the heartbeats keep it, every takeover attempt fails.
-        while (Date.now() < firstExpiry + 300) {
+        while (Date.now() < firstExpiry + 1500) {
           await holder.heartbeat(fileUrl);
           expect(await other.claimFile(fileUrl, 'events', TS)).to.equal(false);
           expect(await other.claimNext(10, { fileType: 'events' })).to.deep.equal([]);

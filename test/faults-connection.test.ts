@@ -199,7 +199,7 @@ if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
 
   it('importFile (in process, own handler and built-in table): typed failures, every row exactly once, no file left open', async () => {
     const victim = await openVictim(database.url, { busyTimeoutMs: BUSY_MS });
-    const rows = Array.from({ length: 2000 }, (_, i) => ({ id: `r${i}`, value: i * 7 - 3000 }));
+    const rows = Array.from({ length: 4000 }, (_, i) => ({ id: `r${i}`, value: i * 7 - 3000 }));
     const path = join(dir, 'rows.ndjson');
     writeFileSync(path, rows.map((row) => JSON.stringify(row)).join('\n'));
     const userErrors = new Set<unknown>();

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import type { DataSource, EntityManager, Logger } from 'typeorm';
 import { CheckpointError, CheckpointManager, eachBatch, type Page, step, status } from '../src';
 import { MAX_ATTEMPTS } from '../src/transaction';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { count, createTestDatabase, DRIVER, LOCK_POLL_MS, sql, type TestDatabase } from './support/database';
 import { codesOf, expectNoLeaks, openVictim, pause } from './support/fault-checks';
 
 /** Records the SQLSTATE / driver code and SQL of every failed statement. */
@@ -61,6 +61,18 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
         END $$`);
       await ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs FOR EACH ROW
         WHEN (NEW.batches <> OLD.batches OR NEW.done <> OLD.done) EXECUTE FUNCTION inject_fault()`);
+    } else if (DRIVER === 'mysql') {
+      // SIGNAL takes a literal SQLSTATE: 40001 is raised as error 1213 (ER_LOCK_DEADLOCK), as InnoDB does.
+      await ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs FOR EACH ROW
+        BEGIN
+          IF NEW.batches <> OLD.batches OR NEW.done <> OLD.done THEN
+            IF EXISTS (SELECT 1 FROM fault_switch WHERE code = '40001') THEN
+              SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'injected fault';
+            ELSEIF EXISTS (SELECT 1 FROM fault_switch) THEN
+              SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected fault';
+            END IF;
+          END IF;
+        END`);
     } else {
       await ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs
         WHEN (NEW.batches <> OLD.batches OR NEW.done <> OLD.done) AND EXISTS (SELECT 1 FROM fault_switch)
@@ -70,7 +82,11 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
   after(() => database.drop());
   afterEach(() => ds.query('DELETE FROM fault_switch'));
 
-  const nonRetryable = DRIVER === 'postgres' ? 'P0001' : 'SQLITE_CONSTRAINT';
+  // The driver code a non-retryable injected fault surfaces with, and what fault_switch holds for it.
+  const nonRetryable = DRIVER === 'postgres' ? 'P0001' : DRIVER === 'mysql' ? 'ER_SIGNAL_EXCEPTION' : 'SQLITE_CONSTRAINT';
+  const nonRetryableSwitch = DRIVER === 'mysql' ? '45000' : nonRetryable;
+  // How a persistent serialization failure (fault_switch '40001') surfaces.
+  const serializationFailure = DRIVER === 'mysql' ? 'ER_LOCK_DEADLOCK' : '40001';
 
   it('a non-retryable error on its own statement is DATABASE_ERROR at once: the batch ran once, nothing of it stays', async () => {
     const job = 'non-retryable';
@@ -79,7 +95,7 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
       calls++;
       await tx.query(sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((i) => [job, i]));
     };
-    await ds.query(sql('INSERT INTO fault_switch (code) VALUES (?)'), [nonRetryable]);
+    await ds.query(sql('INSERT INTO fault_switch (code) VALUES (?)'), [nonRetryableSwitch]);
     const error = await rejection(eachBatch(ds, job, arraySource(20), 5, handler));
     expect(error).to.be.instanceOf(CheckpointError);
     expect((error as CheckpointError).code).to.equal('DATABASE_ERROR');
@@ -118,7 +134,7 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     await expectNoLeaks(ds, ds);
   });
 
-  if (DRIVER !== 'postgres') return;
+  if (DRIVER === 'sqlite') return;
 
   it(`a serialization failure that persists is retried ${MAX_ATTEMPTS} times in all, then DATABASE_ERROR; nothing is recorded`, async () => {
     const job = 'always-40001';
@@ -127,18 +143,19 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     const error = await rejection(
       eachBatch(ds, job, arraySource(10), 5, async (items, tx) => {
         calls++;
-        await tx.query(`INSERT INTO ser_effects (job, item) SELECT $1, unnest($2::int[])`, [job, items]);
+        await tx.query(sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((i) => [job, i]));
       }),
     );
     expect((error as CheckpointError).code).to.equal('DATABASE_ERROR');
-    expect(codesOf(error)).to.include('40001');
+    expect(codesOf(error)).to.include(serializationFailure);
     expect(calls).to.equal(MAX_ATTEMPTS);
     expect(await count(ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(0);
     expect(await status(ds, job)).to.include({ batches: 0, done: false });
     await expectNoLeaks(ds, ds);
   });
 
-  describe('under SERIALIZABLE (default_transaction_isolation on the DataSource)', () => {
+  // MySQL's SERIALIZABLE takes locks instead of failing with 40001: its conflicts are the deadlocks below.
+  if (DRIVER === 'postgres') describe('under SERIALIZABLE (default_transaction_isolation on the DataSource)', () => {
     let serializable: DataSource;
     const log = new ErrorLog();
 
@@ -216,6 +233,8 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
   describe('deadlocks', () => {
     let readCommitted: DataSource;
     const log = new ErrorLog();
+    const deadlock = DRIVER === 'mysql' ? 'ER_LOCK_DEADLOCK' : '40P01';
+    const ownTable = DRIVER === 'mysql' ? '`file_checkpoints`' : '"file_checkpoints"';
 
     before(async () => {
       // A short deadlock_timeout on this side only, so the library's statement is the deadlock's victim.
@@ -223,7 +242,7 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     });
     after(() => readCommitted.destroy());
 
-    it("a real deadlock (40P01) on processFile's own completion is retried: fn's writes and the completion commit once", async () => {
+    it("a real deadlock on processFile's own completion is retried: fn's writes and the completion commit once", async () => {
       await ds.query('CREATE TABLE ser_counter (id integer PRIMARY KEY, n integer NOT NULL)');
       await ds.query('INSERT INTO ser_counter (id, n) VALUES (1, 0)');
       const manager = new CheckpointManager(readCommitted);
@@ -234,9 +253,14 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
       const other = ds.createQueryRunner();
       await other.connect();
       try {
-        await other.query("SET deadlock_timeout = '60s'"); // so this session is never the victim
-        const [{ pid }] = (await other.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[];
+        // So this session is never the victim: PostgreSQL's waits longest before it checks; InnoDB
+        // rolls back the transaction that changed fewer rows.
+        if (DRIVER === 'postgres') await other.query("SET deadlock_timeout = '60s'");
+        const [{ pid }] = (await other.query(DRIVER === 'mysql' ? 'SELECT CONNECTION_ID() AS pid' : 'SELECT pg_backend_pid() AS pid')) as { pid: number }[];
         await other.startTransaction();
+        if (DRIVER === 'mysql') {
+          await other.query(`INSERT INTO ser_effects (job, item) VALUES ${Array.from({ length: 50 }, (_, i) => `('deadlock-weight', ${i})`).join(', ')}`);
+        }
         await other.query("UPDATE file_checkpoints SET processed_by = processed_by WHERE file_url = 's3://deadlock/1.csv'");
 
         let attempts = 0;
@@ -256,17 +280,22 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
         await fnHoldsCounter;
         const otherWaits = other.query('UPDATE ser_counter SET n = n + 10 WHERE id = 1');
         // Polls the database until the other session really waits for fn's row lock.
-        while (Number((await ds.query('SELECT COUNT(*) AS n FROM pg_locks WHERE pid = $1 AND NOT granted', [pid]))[0].n) === 0) {
-          await pause(5);
+        const waits =
+          DRIVER === 'mysql'
+            ? "SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'"
+            : 'SELECT COUNT(*) AS n FROM pg_locks WHERE pid = $1 AND NOT granted';
+        while (Number((await ds.query(waits, [pid]))[0].n) === 0) {
+          await pause(DRIVER === 'mysql' ? LOCK_POLL_MS : 5);
         }
         proceed(); // the completion now waits for the other session: a deadlock, and fn's side is the victim
         await otherWaits;
+        if (DRIVER === 'mysql') await other.query("DELETE FROM ser_effects WHERE job = 'deadlock-weight'");
         await other.commitTransaction();
         const result = await processing;
 
         expect(result.claimed).to.equal(true);
         expect(attempts).to.equal(2);
-        expect(log.errors.filter((e) => e.code === '40P01' && e.sql.includes('"file_checkpoints"')).length, 'the deadlock did not hit the completion').to.be.greaterThan(0);
+        expect(log.errors.filter((e) => e.code === deadlock && e.sql.includes(ownTable)).length, 'the deadlock did not hit the completion').to.be.greaterThan(0);
         const row = (await manager.get('s3://deadlock/1.csv'))!;
         expect(row).to.include({ status: 'completed', claimToken: tokenBefore, recordsPersisted: 1 });
         expect(await count(ds, 'SELECT n FROM ser_counter WHERE id = 1')).to.equal(11);

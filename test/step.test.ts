@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { DataSource, EntityManager } from 'typeorm';
 import { CheckpointError, currentManager, type Json, runInTransaction, status, step } from '../src';
 import { kill, startChild } from './support/child';
-import { count, createTestDatabase, DRIVER, rowLockWaiters, sql, type TestDatabase } from './support/database';
+import { count, createTestDatabase, DRIVER, LOCK_POLL_MS, rowLockWaiters, sql, type TestDatabase } from './support/database';
 import { createStepEffectsTable, StepEffect } from './fixtures/step-effect';
 
 const WORKER = 'test/fixtures/step-worker.ts';
@@ -193,7 +193,7 @@ describe(`step (${DRIVER})`, () => {
           // Hold the step open until the 7 other callers really wait on its row (or, were they not
           // kept out, until another f body starts).
           while (bodies === 1 && (await rowLockWaiters(ds)) < 7) {
-            await new Promise((resolve) => setTimeout(resolve, 10));
+            await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
           }
         }
         return { run };

@@ -1,6 +1,6 @@
-import { Readable } from 'node:stream';
-import { CsvError, Parser } from 'csv-parse';
+import { CsvError } from 'csv-parse';
 import { InvalidInputError } from '../errors';
+import { csvRecords } from './csv-records';
 import { checkId, integerFromText, type Row } from './row';
 import { Utf8Text } from './utf8-text';
 
@@ -34,9 +34,9 @@ function rowOf(record: string[], header: Header, index: number): Row {
 }
 
 /**
- * Rows of a CSV file (RFC 4180 quoting, via csv-parse): a header row with columns named exactly
- * `id` and `value` (others ignored), UTF-8 BOM stripped, `value` matching -?[0-9]+ within
- * ±(2^53−1). `index` counts data records from 0.
+ * Rows of a CSV file (RFC 4180 quoting, read as csv-parse reads it: see csv-records.ts): a header
+ * row with columns named exactly `id` and `value` (others ignored), UTF-8 BOM stripped, `value`
+ * matching -?[0-9]+ within ±(2^53−1). `index` counts data records from 0.
  */
 export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
   // csv-parse would decode invalid UTF-8 leniently, so the bytes are checked first and the input
@@ -58,11 +58,6 @@ export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Ro
     }
     invalidAt = utf8.end();
   }
-  const parser = new Parser({ bom: true, relax_column_count: true, skip_empty_lines: true });
-  const source = Readable.from(checked(), { objectMode: false });
-  source.on('error', (error) => parser.destroy(error));
-  source.pipe(parser);
-
   let header: Header | null = null;
   let index = 0;
   let rows: Row[] = [];
@@ -76,16 +71,18 @@ export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Ro
     );
   };
   try {
-    for await (const record of parser as AsyncIterable<string[]>) {
-      if (header === null) {
-        header = headerOf(record);
-        continue;
-      }
-      rows.push(rowOf(record, header, index));
-      index++;
-      if (rows.length === ROWS_PER_YIELD) {
-        yield rows;
-        rows = [];
+    for await (const records of csvRecords(checked())) {
+      for (const record of records) {
+        if (header === null) {
+          header = headerOf(record);
+          continue;
+        }
+        rows.push(rowOf(record, header, index));
+        index++;
+        if (rows.length === ROWS_PER_YIELD) {
+          yield rows;
+          rows = [];
+        }
       }
     }
   } catch (error) {
@@ -98,8 +95,6 @@ export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Ro
       header ? index : undefined,
       { cause: error },
     );
-  } finally {
-    source.destroy();
   }
   if (rows.length > 0) yield rows;
   if (invalidAt >= 0) throw invalidUtf8(false);

@@ -6,7 +6,7 @@ import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
 import { DuplicateIds } from './duplicate-ids';
 import { validateSize } from './import-all';
-import { bulkInsertItems, checkStorableId, lockImport, readImport, updateImport, validateBatch } from './import-store';
+import { advanceImport, bulkInsertItems, checkStorableId, lockImport, readImport, validateBatch } from './import-store';
 import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
@@ -223,12 +223,15 @@ async function commitChunk(
   let inserting = false;
   try {
     return await transact(db, async (tx) => {
-      const stored = await lockImport(tx, batch);
-      if (stored === undefined) throw cursorMismatch(batch, stored, start);
-      if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
-      const next = Number(stored.next_index);
-      if (next > start) return { next, written: 0 };
-      if (next < start) throw cursorMismatch(batch, stored, start);
+      // The usual case in one statement: the checkpoint is at `start`, so advance it (and hold its lock).
+      if (!(await advanceImport(tx, batch, digest, start, start + rows.length))) {
+        const stored = await lockImport(tx, batch);
+        if (stored === undefined) throw cursorMismatch(batch, stored, start);
+        if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
+        const next = Number(stored.next_index);
+        if (next > start) return { next, written: 0 };
+        throw cursorMismatch(batch, stored, start);
+      }
       if (handler) {
         await handler(rows, tx, start);
       } else {
@@ -236,7 +239,6 @@ async function commitChunk(
         await bulkInsertItems(tx, batch, rows, start);
         inserting = false;
       }
-      await updateImport(tx, batch, { next_index: start + rows.length });
       return { next: start + rows.length, written: rows.length };
     });
   } catch (error) {

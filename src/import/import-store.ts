@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import type { EntityManager, QueryResult } from 'typeorm';
 import { classifyDatabaseError, ownStatementError } from '../database-errors';
 import { dialectOf } from '../dialect';
 import { InvalidArgumentError, InvalidInputError } from '../errors';
@@ -96,6 +96,28 @@ export async function updateImport(tx: EntityManager, batch: string, values: Rec
     [...entries.map(([, value]) => value), batch],
     `updating import "${batch}"`,
   );
+}
+
+/**
+ * Advances the checkpoint from `start` to `next` only if it is at `start` under `digest`: one
+ * statement that checks, writes and locks the row for the rest of the transaction. False when
+ * the row is not in that state (the caller reads it to say why).
+ */
+export async function advanceImport(tx: EntityManager, batch: string, digest: string, start: number, next: number): Promise<boolean> {
+  const dialect = sqlOf(tx);
+  const q = (column: string) => dialect.quote(column);
+  try {
+    const result = (await tx.queryRunner!.query(
+      dialect.sql(
+        `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ? WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ?`,
+      ),
+      [next, Date.now(), batch, start, digest],
+      true,
+    )) as QueryResult;
+    return Number(result.affected ?? 0) > 0;
+  } catch (error) {
+    throw ownStatementError(error, `updating import "${batch}"`);
+  }
 }
 
 /** The ids among `ids` already stored for the batch. */

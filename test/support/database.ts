@@ -92,6 +92,12 @@ export async function count(db: DataSource, sql: string, parameters: unknown[] =
   return Number(Object.values(rows[0])[0]);
 }
 
+/**
+ * How often to poll for lock waits: InnoDB serves INNODB_TRX from a cache it refreshes only when
+ * nobody has read it for 100 ms, so polling it faster would never see a change.
+ */
+export const LOCK_POLL_MS = DRIVER === 'mysql' ? 150 : 10;
+
 /** Sessions of this test database waiting for a row lock right now (SQLite has no such thing: 0). */
 export async function rowLockWaiters(db: DataSource): Promise<number> {
   if (DRIVER === 'postgres') {

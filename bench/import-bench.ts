@@ -1,0 +1,153 @@
+// importFile of a CSV against psql \copy (PostgreSQL) and a raw better-sqlite3 insert loop (SQLite);
+// the file digest against Node's own SHA-256; the import process's peak RSS.
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileDigest } from '../src';
+import { type BenchDatabase, type BenchDriver, createBenchDatabase, POSTGRES_ADMIN_URL } from './bench-database';
+import { type BenchResult, result } from './bench-result';
+import { compileForNode } from './compile';
+import { generate } from './import-memory';
+import { sideBySide, timed } from './timing';
+
+export interface ImportBenchOptions {
+  sizeMb: number;
+  warmups: number;
+  repeats: number;
+  log: (line: string) => void;
+}
+
+const CHUNK = 1000;
+const BIG_CHUNK = 10_000;
+const RSS_LIMIT_MB = 150;
+
+interface Measurement {
+  rows: number;
+  ms: number;
+  maxRssMb: number;
+}
+
+// The compiled library lives in a temp dir: its requires resolve against the repo's node_modules.
+const NODE_PATH = join(__dirname, '..', 'node_modules');
+
+function run(command: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_PATH } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(' ')} failed (${code}): ${stderr}`))));
+  });
+}
+
+/** Node's raw SHA-256 of the file, read in 1 MiB chunks. */
+async function rawDigest(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  const handle = await open(path, 'r');
+  try {
+    const buffer = Buffer.allocUnsafe(1 << 20);
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+    }
+  } finally {
+    await handle.close();
+  }
+  return hash.digest('hex');
+}
+
+async function benchDriver(driver: BenchDriver, csv: string, rows: number, worker: string, options: ImportBenchOptions): Promise<BenchResult[]> {
+  const database: BenchDatabase = await createBenchDatabase(driver, 'import');
+  try {
+    const dataSource = await database.open();
+    const measureChild = async (args: string[]): Promise<Measurement> => {
+      const stdout = await run(process.execPath, [worker, ...args]);
+      const measured = JSON.parse(stdout.trim().split('\n').pop() as string) as Measurement;
+      if (measured.rows !== rows) throw new Error(`${args[0]} imported ${measured.rows} rows of ${rows}`);
+      return measured;
+    };
+    const peaks: number[] = [];
+    const library = async (chunk = CHUNK) => {
+      const measured = await measureChild(['import', database.url, csv, String(chunk)]);
+      peaks.push(measured.maxRssMb);
+      return (rows * 1000) / measured.ms;
+    };
+    const clear = async () => {
+      await dataSource.query('DELETE FROM checkpoint_import_items');
+      await dataSource.query('DELETE FROM checkpoint_imports');
+      if (driver === 'postgres') await dataSource.query('DROP TABLE IF EXISTS bench_copy');
+      if (driver === 'postgres') await dataSource.query('VACUUM checkpoint_import_items');
+    };
+    let baseline: () => Promise<number>;
+    let baselineName: string;
+    if (driver === 'postgres') {
+      baselineName = 'psql \\copy';
+      baseline = async () => {
+        // The same shape as checkpoint_import_items, keyed by (batch, id); `note` takes the CSV's third column.
+        await dataSource.query(
+          `CREATE TABLE bench_copy (batch varchar(255) NOT NULL DEFAULT 'bench', id varchar(512) NOT NULL, value bigint NOT NULL,
+             note text, PRIMARY KEY (batch, id))`,
+        );
+        const url = POSTGRES_ADMIN_URL.replace(/\/[^/]*$/, `/${database.name}`);
+        const ms = await timed(() => run('psql', [url, '-v', 'ON_ERROR_STOP=1', '-c', `\\copy bench_copy (id, value, note) FROM '${csv}' WITH (FORMAT csv, HEADER true)`]));
+        return (rows * 1000) / ms;
+      };
+    } else {
+      baselineName = 'raw better-sqlite3 insert loop';
+      baseline = async () => {
+        const measured = await measureChild(['sqlite-raw', database.file as string, csv, String(CHUNK)]);
+        return (rows * 1000) / measured.ms;
+      };
+    }
+    options.log(`  ${driver}: importFile vs ${baselineName}, ${options.warmups} warm-up + ${options.repeats} rounds…`);
+    const pair = await sideBySide({ warmups: options.warmups, repeats: options.repeats, candidate: () => library(), baseline, prepare: clear });
+    const measuredPeaks = peaks.slice(options.warmups);
+    // For reference: the same import in chunks of 10,000 rows, a tenth of the per-chunk transactions.
+    await clear();
+    const bigChunks = await library(BIG_CHUNK);
+    return [
+      result(`importFile CSV ${options.sizeMb} MB (${rows.toLocaleString('en-US')} rows) vs ${baselineName} [${driver}]`, pair.candidate, 'rows/s', pair.baseline, pair.ratio, {
+        min: 0.7,
+      }),
+      result(`importFile CSV ${options.sizeMb} MB in chunks of ${BIG_CHUNK.toLocaleString('en-US')} [${driver}]`, bigChunks, 'rows/s', pair.baseline, bigChunks / pair.baseline, null),
+      result(`importFile peak RSS, ${options.sizeMb} MB CSV [${driver}]`, Math.max(...measuredPeaks), 'MB', null, null, { max: RSS_LIMIT_MB }, 'value'),
+    ];
+  } finally {
+    await database.drop();
+  }
+}
+
+export async function importBench(drivers: BenchDriver[], options: ImportBenchOptions): Promise<BenchResult[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'ck-bench-import-'));
+  try {
+    options.log('  compiling the library with swc…');
+    compileForNode(join(dir, 'build'), ['bench/workers/import-worker.ts']);
+    const worker = join(dir, 'build', 'bench', 'workers', 'import-worker.js');
+    const csv = join(dir, 'source.csv');
+    options.log(`  writing a ${options.sizeMb} MB CSV…`);
+    const rows = await generate(csv, 'csv', options.sizeMb * 1024 * 1024);
+    const megabytes = statSync(csv).size / 1024 / 1024;
+
+    options.log('  digest vs raw SHA-256…');
+    const digest = await sideBySide({
+      warmups: 1,
+      repeats: Math.max(3, options.repeats),
+      candidate: async () => megabytes / ((await timed(() => fileDigest(csv))) / 1000),
+      baseline: async () => megabytes / ((await timed(() => rawDigest(csv))) / 1000),
+    });
+    const results: BenchResult[] = [
+      result(`fileDigest vs raw SHA-256 (1 MiB reads), ${options.sizeMb} MB`, digest.candidate, 'MB/s', digest.baseline, digest.ratio, { min: 0.9 }),
+    ];
+    for (const driver of drivers) results.push(...(await benchDriver(driver, csv, rows, worker, options)));
+    return results;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+

@@ -1,0 +1,69 @@
+// npm run bench [-- --full] [--only each-batch,steps,claims,import] [--db sqlite,postgres] [--import-mb N]
+// (claims run on PostgreSQL only)
+//
+// Measures the library against baselines run side by side in the same process run, prints a
+// table of ratios with their targets, and writes bench/results.json. Default sizes are small
+// (a few minutes on two cores); --full uses the sizes of the performance targets.
+import 'reflect-metadata';
+import { writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { type BenchDriver } from './bench-database';
+import { type BenchResult, formatTable, machineNote } from './bench-result';
+import { claimsBench } from './claims-bench';
+import { eachBatchBench } from './each-batch-bench';
+import { importBench } from './import-bench';
+import { stepBench } from './step-bench';
+
+const SECTIONS = ['each-batch', 'steps', 'claims', 'import'] as const;
+type Section = (typeof SECTIONS)[number];
+
+function option(name: string): string | undefined {
+  const at = process.argv.indexOf(`--${name}`);
+  if (at >= 0) return process.argv[at + 1];
+  const inline = process.argv.find((arg) => arg.startsWith(`--${name}=`));
+  return inline?.slice(name.length + 3);
+}
+
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+async function main(): Promise<void> {
+  const full = process.argv.includes('--full');
+  const only = (option('only')?.split(',') ?? [...SECTIONS]) as Section[];
+  for (const section of only) if (!SECTIONS.includes(section)) throw new Error(`unknown section ${section}; use ${SECTIONS.join(', ')}`);
+  const drivers = (option('db')?.split(',') ?? ['sqlite', 'postgres']) as BenchDriver[];
+  const loadBefore = loadavg();
+  const started = Date.now();
+  const results: BenchResult[] = [];
+
+  if (only.includes('each-batch')) {
+    log('eachBatch…');
+    results.push(...(await eachBatchBench(drivers, { rows: full ? 1_000_000 : 100_000, warmups: 1, repeats: full ? 5 : 9, offsetRepeats: full ? 3 : 5, log })));
+  }
+  if (only.includes('steps')) {
+    log('steps…');
+    results.push(...(await stepBench(drivers, { calls: full ? 2000 : 500, warmups: 1, repeats: full ? 21 : 15, log })));
+  }
+  if (only.includes('claims') && drivers.includes('postgres')) {
+    log('claims (PostgreSQL, 8 worker processes)…');
+    results.push(...(await claimsBench({ files: full ? 20_000 : 2_000, workers: 8, warmups: 1, repeats: 3, log })));
+  }
+  if (only.includes('import')) {
+    log('import…');
+    const sizeMb = Number(option('import-mb') ?? (full ? 1024 : 50));
+    results.push(...(await importBench(drivers, { sizeMb, warmups: full ? 0 : 1, repeats: full ? 1 : 2, log })));
+  }
+
+  const note = `${machineNote(loadBefore)}; ${full ? 'full' : 'small'} sizes; ${((Date.now() - started) / 1000).toFixed(0)} s`;
+  console.log(formatTable(results));
+  console.log(note);
+  writeFileSync(join(__dirname, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  if (results.some((r) => r.ok === false)) console.log(`${results.filter((r) => r.ok === false).length} figure(s) miss their target.`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,79 @@
+// One measured import, run on plain Node from the swc output (see compile.ts) so its peak RSS is the
+// import's own. Prints one JSON line: { rows, ms, maxRssMb }.
+//   import <database url> <csv> <size>      importFile into checkpoint_import_items
+//   sqlite-raw <sqlite file> <csv> <size>   better-sqlite3 prepared INSERT per row, one transaction per `size` rows
+import 'reflect-metadata';
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { performance } from 'node:perf_hooks';
+import { DataSource } from 'typeorm';
+import { checkpointEntities, checkpointMigrations, dataSourceOptionsFromUrl, importFile } from '../../src';
+
+// better-sqlite3 ships no types (and @types/better-sqlite3 is not installed): the calls used here.
+interface SqliteDatabase {
+  pragma(text: string): unknown;
+  prepare(sql: string): { run(...parameters: unknown[]): unknown };
+  transaction<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void;
+  close(): void;
+}
+const Database = require('better-sqlite3') as new (file: string) => SqliteDatabase;
+
+const [mode, target, path, sizeArg] = process.argv.slice(2);
+const size = Number(sizeArg);
+
+async function libraryImport(): Promise<number> {
+  const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(target), entities: checkpointEntities, migrations: checkpointMigrations });
+  await dataSource.initialize();
+  try {
+    const outcome = await importFile(dataSource, 'bench', path, { format: 'csv', size });
+    if (!outcome.done) throw new Error('import did not finish');
+    return outcome.rows;
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+/** The hand-written loop: split each line at its commas (the bench's CSV has no quoting). */
+async function rawSqliteImport(): Promise<number> {
+  const db = new Database(target);
+  db.pragma('journal_mode = WAL');
+  const insert = db.prepare('INSERT INTO checkpoint_import_items (batch, id, value) VALUES (?, ?, ?)');
+  const insertChunk = db.transaction((rows: [string, number][]) => {
+    for (const [id, value] of rows) insert.run('bench', id, value);
+  });
+  let rows = 0;
+  let chunk: [string, number][] = [];
+  let header = true;
+  for await (const line of createInterface({ input: createReadStream(path, { highWaterMark: 1 << 20 }), crlfDelay: Infinity })) {
+    if (header) {
+      header = false;
+      continue;
+    }
+    if (line === '') continue;
+    const first = line.indexOf(',');
+    const second = line.indexOf(',', first + 1);
+    chunk.push([line.slice(0, first), Number(line.slice(first + 1, second < 0 ? undefined : second))]);
+    if (chunk.length === size) {
+      insertChunk(chunk);
+      rows += chunk.length;
+      chunk = [];
+    }
+  }
+  if (chunk.length > 0) insertChunk(chunk);
+  rows += chunk.length;
+  db.close();
+  return rows;
+}
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const rows = mode === 'import' ? await libraryImport() : mode === 'sqlite-raw' ? await rawSqliteImport() : NaN;
+  if (Number.isNaN(rows)) throw new Error(`unknown mode ${mode}`);
+  const ms = performance.now() - started;
+  console.log(JSON.stringify({ rows, ms, maxRssMb: process.resourceUsage().maxRSS / 1024 }));
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

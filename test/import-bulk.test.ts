@@ -1,0 +1,132 @@
+// The import engine's fast paths: the CSV record scanner (checked against csv-parse itself), the
+// bulk write of a chunk (COPY on PostgreSQL) and what happens when it meets an id stored before.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { expect } from 'chai';
+import { CsvError, Parser } from 'csv-parse';
+import fc from 'fast-check';
+import type { DataSource } from 'typeorm';
+import { applyChunk, begin, CheckpointError, checkpoint, fileDigest, importFile, values } from '../src';
+import { csvRecords } from '../src/import/csv-records';
+import { count, createTestDatabase, type TestDatabase } from './support/database';
+
+type Outcome = { records: string[][]; error: string | null };
+
+async function* pieces(bytes: Buffer, cuts: number[]): AsyncGenerator<Buffer> {
+  let at = 0;
+  for (const cut of cuts) {
+    if (cut <= at || cut >= bytes.length) continue;
+    yield bytes.subarray(at, cut);
+    at = cut;
+  }
+  if (at < bytes.length) yield bytes.subarray(at);
+}
+
+async function collect(records: AsyncIterable<string[] | string[][]>, grouped: boolean): Promise<Outcome> {
+  const outcome: Outcome = { records: [], error: null };
+  try {
+    for await (const item of records) {
+      if (grouped) outcome.records.push(...(item as string[][]));
+      else outcome.records.push(item as string[]);
+    }
+  } catch (error) {
+    outcome.error = error instanceof CsvError ? error.code : `not a CsvError: ${String(error)}`;
+  }
+  return outcome;
+}
+
+/** csv-parse itself, with the options the import uses, fed the same pieces. */
+function csvParse(bytes: Buffer, cuts: number[]): Promise<Outcome> {
+  const parser = new Parser({ bom: true, relax_column_count: true, skip_empty_lines: true });
+  Readable.from(pieces(bytes, cuts), { objectMode: false }).pipe(parser);
+  return collect(parser as AsyncIterable<string[]>, false);
+}
+
+const token = fc.constantFrom('a', 'b', '7', '-', ' ', 'é', '😀', '\t', ',', ',', '\n', '\n', '\r', '\r\n', '"', '""');
+
+describe('importFile fast paths', () => {
+  describe('CSV records', () => {
+    it('are the records csv-parse gives, whatever the bytes and however they are cut', async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(token, { maxLength: 40 }),
+          fc.boolean(),
+          fc.boolean(),
+          fc.array(fc.nat(200), { maxLength: 5 }),
+          async (tokens, quoteFree, bom, cuts) => {
+            const text = (quoteFree ? tokens.filter((t) => !t.includes('"')) : tokens).join('');
+            const bytes = Buffer.concat([Buffer.from(bom ? [0xef, 0xbb, 0xbf] : []), Buffer.from(text)]);
+            const sortedCuts = [...cuts].sort((a, b) => a - b);
+            const ours = await collect(csvRecords(pieces(bytes, sortedCuts)), true);
+            const theirs = await csvParse(bytes, sortedCuts);
+            expect(ours.error, JSON.stringify(text)).to.equal(theirs.error);
+            if (ours.error === null) {
+              expect(ours.records, JSON.stringify(text)).to.deep.equal(theirs.records);
+            } else {
+              // csv-parse's stream drops the records of the piece that failed; every one it does give is ours too.
+              expect(ours.records.slice(0, theirs.records.length), JSON.stringify(text)).to.deep.equal(theirs.records);
+            }
+          },
+        ),
+        { numRuns: 3000 },
+      );
+    });
+
+    it('reads a record longer than a block, and one far longer than a megabyte', async () => {
+      const long = 'x'.repeat(3 << 20);
+      const bytes = Buffer.from(`id,value\n${long},1\r\nb,2\n`);
+      const cuts = Array.from({ length: 80 }, (_, i) => i * 65536);
+      const ours = await collect(csvRecords(pieces(bytes, cuts)), true);
+      expect(ours.error).to.equal(null);
+      expect(ours.records.map((r) => r.map((f) => f.length))).to.deep.equal([[2, 5], [long.length, 2], [1, 1]]);
+      expect(ours.records[1][1]).to.equal('1\r');
+    });
+  });
+
+  describe('chunks written in bulk', () => {
+    let database: TestDatabase;
+    let ds: DataSource;
+    let dir: string;
+
+    before(async () => {
+      database = await createTestDatabase('import_bulk');
+      ds = await database.open();
+      dir = mkdtempSync(join(tmpdir(), 'ck-import-bulk-'));
+    });
+    after(async () => {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+      if (database) await database.drop();
+    });
+
+    it('stores ids holding tabs, line breaks, backslashes and \\N exactly', async () => {
+      const ids = ['tab\there', 'line\nbreak', 'carriage\rreturn', 'back\\slash', '\\N', '\\\\t', 'quote"d', ' spaced ', 'ü€😀'];
+      const quoted = (id: string) => `"${id.replace(/"/g, '""')}"`;
+      const path = join(dir, 'special.csv');
+      writeFileSync(path, `id,value\n${ids.map((id, i) => `${quoted(id)},${i - 4}`).join('\n')}\n`);
+      expect(await importFile(ds, 'special', path, { size: 4 })).to.include({ nextIndex: ids.length, done: true });
+      const expected = ids.map((id, i): [string, number] => [id, i - 4]);
+      expect(new Map(await values(ds, 'special'))).to.deep.equal(new Map(expected));
+    });
+
+    it('refuses a chunk whose id is already stored (applyChunk) with INVALID_INPUT at that row, keeping nothing of it', async () => {
+      const path = join(dir, 'clash.csv');
+      writeFileSync(path, `id,value\n${Array.from({ length: 2500 }, (_, i) => `r${i},${i}`).join('\n')}\n`);
+      await begin(ds, 'clash', await fileDigest(path));
+      await applyChunk(ds, 'clash', 0, [{ id: 'r1700', value: -1 }]);
+      let error: unknown;
+      try {
+        await importFile(ds, 'clash', path, { size: 1000 });
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).to.be.instanceOf(CheckpointError);
+      expect((error as CheckpointError).code).to.equal('INVALID_INPUT');
+      expect((error as { index?: number }).index).to.equal(1700);
+      // The first chunk (rows 1–1000) committed; the one holding row 1700 left nothing behind.
+      expect(await checkpoint(ds, 'clash')).to.equal(1001);
+      expect(await count(ds, "SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = 'clash'")).to.equal(1001);
+    });
+  });
+});
