@@ -73,7 +73,8 @@ describe(`file claims across worker processes (${DRIVER})`, function () {
       expect(drained).to.have.length(FILES);
       expect(new Set(drained.map(([url]) => url)).size).to.equal(FILES);
       expect(drained.every(([, token]) => token === 1)).to.equal(true);
-      expect(results.filter((r) => r.drained.length > 0).length).to.be.greaterThan(1);
+      // On SQLite the write lock serialises workers, so one may legitimately drain the whole queue.
+      if (DRIVER !== 'sqlite') expect(results.filter((r) => r.drained.length > 0).length).to.be.greaterThan(1);
 
       // The side effects committed with the completions: one per file, by the worker that held it.
       expect(await count(ds, 'SELECT COUNT(*) FROM claim_effects')).to.equal(FILES);
