@@ -1,14 +1,20 @@
 import type { ColumnMetadata } from 'typeorm/metadata/ColumnMetadata';
-import { type MigrationInterface, type QueryRunner, Table } from 'typeorm';
+import { type MigrationInterface, type QueryRunner, Table, type TableColumnOptions } from 'typeorm';
 import { exactTextColumns } from './exact-text-columns';
 
 /**
- * `false` as a column default, spelled the way the driver spells the entity's `default: false`
- * (SQLite `0`, PostgreSQL `false`): the Table API writes defaults verbatim, and a different
- * spelling is a difference for `schema:log`.
+ * A `boolean` column defaulting to `false`, with type and default spelled the way the driver
+ * spells the entity's `@Column({ type: 'boolean', default: false })` (MySQL `tinyint` and `0`,
+ * SQLite `0`, PostgreSQL `false`): the Table API writes both verbatim, and any other spelling is
+ * a difference for `schema:log` (e.g. MariaDB's `tinyint(1)` for `boolean`, to TypeORM 0.3).
  */
-function falseDefault(queryRunner: QueryRunner): string | undefined {
-  return queryRunner.connection.driver.normalizeDefault({ default: false, type: 'boolean' } as ColumnMetadata);
+function falseByDefault(queryRunner: QueryRunner, name: string): TableColumnOptions {
+  const driver = queryRunner.connection.driver;
+  return {
+    name,
+    type: driver.normalizeType({ type: 'boolean' }),
+    default: driver.normalizeDefault({ default: false, type: 'boolean' } as ColumnMetadata),
+  };
 }
 
 /** `checkpoint_jobs` (batch jobs and steps) and the digest-guarded import tables. Safe to run twice. */
@@ -23,7 +29,7 @@ export class CheckpointJobs1764460800000 implements MigrationInterface {
         columns: [
           text({ name: 'name', type: 'varchar', length: '512', isPrimary: true }),
           text({ name: 'kind', type: 'varchar', length: '16' }),
-          { name: 'done', type: 'boolean', default: falseDefault(queryRunner) },
+          falseByDefault(queryRunner, 'done'),
           text({ name: 'cursor', type: 'text', isNullable: true }),
           text({ name: 'value', type: 'text', isNullable: true }),
           text({ name: 'fingerprint', type: 'varchar', length: '512', isNullable: true }),
