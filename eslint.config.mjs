@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'examples/**/node_modules/**', '**/*.js', '**/*.mjs'] },
+  { ignores: ['dist/**', 'node_modules/**', 'examples/**/node_modules/**', '**/*.js', '**/*.mjs', '.scratch/**'] },
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.base],
