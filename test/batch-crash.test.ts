@@ -1,22 +1,14 @@
 import { expect } from 'chai';
-import type { DataSource } from 'typeorm';
 import { status } from '../src';
 import { kill, runChild, startChild } from './support/child';
 import { createCopyTables, expectCopiedOnce, ROWS } from './support/copy-tables';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { count, DRIVER, sql, useTestDatabase } from './support/database';
 
 const WORKER = 'test/fixtures/batch-copy-worker.ts';
 
 describe('eachBatch survives SIGKILL (child processes)', function () {
-  let database: TestDatabase;
-  let ds: DataSource;
-
-  before(async () => {
-    database = await createTestDatabase('batch_crash');
-    ds = await database.open();
-    await createCopyTables(ds);
-  });
-  after(() => database.drop());
+  const db = useTestDatabase('batch_crash');
+  before(() => createCopyTables(db.ds));
 
   const TRIALS = 12; // per driver: 24 across the SQLite and PostgreSQL runs
   for (let trial = 0; trial < TRIALS; trial++) {
@@ -25,20 +17,20 @@ describe('eachBatch survives SIGKILL (child processes)', function () {
       // One or two kills per trial, each at a random batch, between commits or inside a batch.
       const kills = 1 + (trial % 2);
       for (let k = 0; k < kills; k++) {
-        const before = (await status(ds, job))?.batches ?? 0;
+        const before = (await status(db.ds, job))?.batches ?? 0;
         const target = Math.floor(Math.random() * 40) + 1;
         const where = Math.random() < 0.5 ? 'handler' : 'batch';
-        const child = startChild(WORKER, [database.url, job]);
+        const child = startChild(WORKER, [db.url, job]);
         await child.waitForLine((line) => line === `${where} ${target}` || line === 'done');
         await kill(child);
-        const after = (await status(ds, job))?.batches ?? 0;
+        const after = (await status(db.ds, job))?.batches ?? 0;
         expect(after).to.be.at.least(before, `${DRIVER}: a kill at ${where} ${target} lost committed batches`);
       }
-      const partial = await count(ds, sql('SELECT COUNT(*) FROM crash_dst WHERE job = ?'), [job]);
+      const partial = await count(db.ds, sql('SELECT COUNT(*) FROM crash_dst WHERE job = ?'), [job]);
       expect(partial).to.be.below(ROWS);
       expect(partial % 100).to.equal(0);
-      await runChild(WORKER, [database.url, job]);
-      await expectCopiedOnce(ds, job);
+      await runChild(WORKER, [db.url, job]);
+      await expectCopiedOnce(db.ds, job);
     });
   }
 });

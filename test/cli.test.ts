@@ -4,11 +4,10 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { DataSource } from 'typeorm';
 import { eachBatch, status, step } from '../src';
 import { CheckpointManager } from '../src/claims/checkpoint-manager';
 import { type Child, startChild } from './support/child';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { count, createTestDatabase, DRIVER, sql, useTestDatabase } from './support/database';
 
 const ROOT = join(__dirname, '..');
 const CLI = 'src/cli/main.ts';
@@ -68,21 +67,15 @@ function sha256(text: string): string {
 }
 
 describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
-  let database: TestDatabase;
-  let ds: DataSource;
+  const database = useTestDatabase('cli');
   let dir: string;
   let db: string[];
 
-  before(async () => {
-    database = await createTestDatabase('cli');
-    ds = await database.open();
+  before(() => {
     dir = mkdtempSync(join(tmpdir(), 'ck-cli-'));
     db = ['--db', database.url];
   });
-  after(async () => {
-    await database.drop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
 
   function file(name: string, content: string): string {
     const path = join(dir, name);
@@ -91,7 +84,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
   }
 
   async function storedRows(batch: string): Promise<[string, number][]> {
-    const rows = (await ds.query(sql('SELECT id, value FROM checkpoint_import_items WHERE batch = ? ORDER BY id'), [batch])) as {
+    const rows = (await database.ds.query(sql('SELECT id, value FROM checkpoint_import_items WHERE batch = ? ORDER BY id'), [batch])) as {
       id: string;
       value: number | string;
     }[];
@@ -112,7 +105,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       const again = await cliJson(['import', path, '--batch', 'basic', ...db]);
       expect(again.code).to.equal(0);
       expect(again.json).to.include({ ok: true, nextIndex: 1000, rows: 0, done: true });
-      expect(await count(ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['basic'])).to.equal(1000);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['basic'])).to.equal(1000);
     });
 
     it('takes the format from the extension (.ndjson, .json); --format overrides it', async () => {
@@ -168,7 +161,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       expect(output).to.match(/import tty \[=+-*\] 100% \| 1000\/1000 rows \| \d+ rows\/s \| ETA \S+/);
       // Cursor control: a redrawn bar, not appended lines.
       expect(output).to.include('\u001b[');
-      expect(await count(ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['tty'])).to.equal(1000);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['tty'])).to.equal(1000);
     });
 
     it('Ctrl-C stops after the current chunk (exit 1, says where); rerunning resumes and ends with every row once', async () => {
@@ -188,7 +181,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       expect(at % 30, 'stopped on a chunk boundary').to.equal(0);
       expect(stopped.message).to.include(String(at));
       // What was committed is exactly the chunks before the stop.
-      expect(await count(ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['interrupt'])).to.equal(at);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['interrupt'])).to.equal(at);
       const status1 = await cliJson(['status', 'interrupt', ...db]);
       expect(status1.json.import).to.include({ nextIndex: at, done: false });
 
@@ -240,14 +233,14 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       const { code, json } = await cliJson(['import', path, '--batch', 'invalid', ...db]);
       expect(code).to.equal(2);
       expect(json).to.include({ ok: false, code: 'INVALID_INPUT', index: 2 });
-      expect(await count(ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['invalid'])).to.equal(0);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['invalid'])).to.equal(0);
     });
   });
 
   describe('status, list, reset', () => {
     before(async () => {
-      await eachBatch(ds, 'cli-job', (cursor) => ({ items: [1, 2, 3], next: cursor === null ? 1 : null }), 3, () => {});
-      await step(ds, 'cli-step', () => ({ answer: 42 }));
+      await eachBatch(database.ds, 'cli-job', (cursor) => ({ items: [1, 2, 3], next: cursor === null ? 1 : null }), 3, () => {});
+      await step(database.ds, 'cli-step', () => ({ answer: 42 }));
       const path = file('listed.csv', csv(sampleRows(20, 'l')));
       expect((await cliJson(['import', path, '--batch', 'listed', '--size', '5', ...db])).code).to.equal(0);
     });
@@ -296,10 +289,10 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       ]);
       expect(job.code).to.equal(0);
       expect(job.json).to.include({ ok: true, job: true, import: false });
-      expect(await status(ds, 'cli-job')).to.equal(null);
+      expect(await status(database.ds, 'cli-job')).to.equal(null);
       expect(batch.json).to.include({ ok: true, job: false, import: true, deletedRows: 20 });
-      expect(await count(ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['listed'])).to.equal(0);
-      expect(await count(ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['listed'])).to.equal(0);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['listed'])).to.equal(0);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['listed'])).to.equal(0);
       expect(unknown.json).to.include({ ok: true, job: false, import: false, deletedRows: 0 });
       // A reset import starts over from the first row.
       const path = join(dir, 'listed.csv');
@@ -309,7 +302,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
 
   describe('files', () => {
     it('files prints the claims summary', async () => {
-      const manager = new CheckpointManager(ds, { maxRetries: 0 });
+      const manager = new CheckpointManager(database.ds, { maxRetries: 0 });
       await manager.register([
         { fileUrl: 's3://bucket/a.csv', fileType: 'csv', fileTimestamp: new Date(0) },
         { fileUrl: 's3://bucket/b.csv', fileType: 'csv', fileTimestamp: new Date(0) },
@@ -334,7 +327,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
 
   describe('databases and exit codes', () => {
     it('uses DATABASE_URL when there is no --db, and --db over DATABASE_URL', async () => {
-      await step(ds, 'env-step', () => 1);
+      await step(database.ds, 'env-step', () => 1);
       const elsewhere = `sqlite:${join(dir, 'elsewhere.sqlite')}`;
       const [fromEnv, fromOption, other] = await Promise.all([
         cliJson(['status', 'env-step'], { DATABASE_URL: database.url }),
@@ -399,7 +392,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       expect(json.code).to.equal(2);
       expect(json.json).to.include({ ok: false, code: 'INVALID_ARGUMENT' });
       expect(json.json.message).to.be.a('string');
-      expect(await count(ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['usage'])).to.equal(0);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['usage'])).to.equal(0);
     });
 
     it('exits 1 with DATABASE_ERROR when the database cannot be reached', async () => {

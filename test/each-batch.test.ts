@@ -1,7 +1,8 @@
 import { expect } from 'chai';
-import type { DataSource, EntityManager } from 'typeorm';
-import { CheckpointError, eachBatch, list, type Page, reset, type Source, status } from '../src';
-import { count, createTestDatabase, sql, type TestDatabase } from './support/database';
+import type { EntityManager } from 'typeorm';
+import { eachBatch, list, type Page, reset, type Source, status } from '../src';
+import { count, sql, useTestDatabase } from './support/database';
+import { expectCode, rejection } from './support/expect-code';
 
 /** An in-memory source over 1..n whose cursor is the last number returned; records every call. */
 function numbers(n: number, options: { lastPageNull?: boolean } = {}) {
@@ -18,37 +19,22 @@ function numbers(n: number, options: { lastPageNull?: boolean } = {}) {
   return { source, calls };
 }
 
-async function expectCode(promise: Promise<unknown>, code: string): Promise<CheckpointError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).to.be.instanceOf(CheckpointError);
-    expect((error as CheckpointError).code).to.equal(code);
-    return error as CheckpointError;
-  }
-  throw new Error(`expected ${code}, but the call succeeded`);
-}
-
 describe('eachBatch', () => {
-  let database: TestDatabase;
-  let ds: DataSource;
+  const db = useTestDatabase('each_batch');
 
   before(async () => {
-    database = await createTestDatabase('each_batch');
-    ds = await database.open();
-    await ds.query('CREATE TABLE written (job varchar(64) NOT NULL, n integer NOT NULL)');
+    await db.ds.query('CREATE TABLE written (job varchar(64) NOT NULL, n integer NOT NULL)');
   });
-  after(() => database.drop());
 
   const write = (job: string) => async (items: number[], tx: EntityManager) => {
     for (const n of items) await tx.query(sql('INSERT INTO written (job, n) VALUES (?, ?)'), [job, n]);
   };
   const written = async (job: string) =>
-    ((await ds.query(sql('SELECT n FROM written WHERE job = ? ORDER BY n'), [job])) as { n: number }[]).map((r) => Number(r.n));
+    ((await db.ds.query(sql('SELECT n FROM written WHERE job = ? ORDER BY n'), [job])) as { n: number }[]).map((r) => Number(r.n));
 
   it('calls the source with a null cursor first, then each stored next', async () => {
     const { source, calls } = numbers(7);
-    const result = await eachBatch(ds, 'cursor-order', source, 3, write('cursor-order'));
+    const result = await eachBatch(db.ds, 'cursor-order', source, 3, write('cursor-order'));
     expect(calls).to.deep.equal([null, 3, 6, 7]);
     expect(result).to.deep.equal({ batches: 3, items: 7, done: true, cursor: 7 });
     expect(await written('cursor-order')).to.deep.equal([1, 2, 3, 4, 5, 6, 7]);
@@ -56,21 +42,21 @@ describe('eachBatch', () => {
 
   it('ends on next: null without another source call, and stores that null', async () => {
     const { source, calls } = numbers(6, { lastPageNull: true });
-    const result = await eachBatch(ds, 'last-page', source, 3, write('last-page'));
+    const result = await eachBatch(db.ds, 'last-page', source, 3, write('last-page'));
     expect(calls).to.deep.equal([null, 3]);
     expect(result).to.deep.equal({ batches: 2, items: 6, done: true, cursor: null });
-    const stored = await status(ds, 'last-page');
+    const stored = await status(db.ds, 'last-page');
     expect(stored).to.include({ done: true, batches: 2, items: 6, cursor: null, kind: 'batch' });
   });
 
   it('does not call the handler for an empty page and does not count it', async () => {
     let handlerCalls = 0;
-    const result = await eachBatch(ds, 'empty', () => ({ items: [], next: 5 }), 10, () => {
+    const result = await eachBatch(db.ds, 'empty', () => ({ items: [], next: 5 }), 10, () => {
       handlerCalls++;
     });
     expect(handlerCalls).to.equal(0);
     expect(result).to.deep.equal({ batches: 0, items: 0, done: true, cursor: null });
-    expect(await status(ds, 'empty')).to.include({ done: true, batches: 0, items: 0 });
+    expect(await status(db.ds, 'empty')).to.include({ done: true, batches: 0, items: 0 });
   });
 
   it('rolls back a throwing batch, re-raises the same error object, and resumes at that batch', async () => {
@@ -81,50 +67,39 @@ describe('eachBatch', () => {
       await write('resume')(items, tx);
       if (items.includes(7) && fail) throw boom;
     };
-    let caught: unknown;
-    try {
-      await eachBatch(ds, 'resume', source, 3, handler);
-    } catch (error) {
-      caught = error;
-    }
-    expect(caught).to.equal(boom);
+    expect(await rejection(eachBatch(db.ds, 'resume', source, 3, handler))).to.equal(boom);
     expect(await written('resume')).to.deep.equal([1, 2, 3, 4, 5, 6]);
-    expect(await status(ds, 'resume')).to.include({ done: false, cursor: 6, batches: 2, items: 6 });
+    expect(await status(db.ds, 'resume')).to.include({ done: false, cursor: 6, batches: 2, items: 6 });
 
     fail = false;
     calls.length = 0;
-    const result = await eachBatch(ds, 'resume', source, 3, handler);
+    const result = await eachBatch(db.ds, 'resume', source, 3, handler);
     expect(calls[0]).to.equal(6);
     expect(result).to.deep.equal({ batches: 2, items: 4, done: true, cursor: 10 });
     expect(await written('resume')).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    expect(await status(ds, 'resume')).to.include({ done: true, batches: 4, items: 10, cursor: 10 });
+    expect(await status(db.ds, 'resume')).to.include({ done: true, batches: 4, items: 10, cursor: 10 });
   });
 
   it('returns at once for a done job without calling the source', async () => {
     const { source } = numbers(4);
-    await eachBatch(ds, 'done-once', source, 2, write('done-once'));
+    await eachBatch(db.ds, 'done-once', source, 2, write('done-once'));
     let called = false;
-    const again = await eachBatch(ds, 'done-once', () => {
+    const again = await eachBatch(db.ds, 'done-once', () => {
       called = true;
       return { items: [1], next: null };
     }, 2, write('done-once'));
     expect(called).to.equal(false);
     expect(again).to.deep.equal({ batches: 0, items: 0, done: true, cursor: 4 });
-    expect(await status(ds, 'done-once')).to.include({ batches: 2, items: 4 });
+    expect(await status(db.ds, 'done-once')).to.include({ batches: 2, items: 4 });
   });
 
   it('lists a job whose first batch failed as not done with zero batches', async () => {
     const boom = new Error('first batch');
-    let caught: unknown;
-    try {
-      await eachBatch(ds, 'first-fails', numbers(3).source, 2, () => {
-        throw boom;
-      });
-    } catch (error) {
-      caught = error;
-    }
-    expect(caught).to.equal(boom);
-    const [job] = await list(ds, { prefix: 'first-fails' });
+    const first = eachBatch(db.ds, 'first-fails', numbers(3).source, 2, () => {
+      throw boom;
+    });
+    expect(await rejection(first)).to.equal(boom);
+    const [job] = await list(db.ds, { prefix: 'first-fails' });
     expect(job).to.include({ name: 'first-fails', kind: 'batch', done: false, batches: 0, items: 0, cursor: null });
     expect(job.finishedAt).to.equal(null);
   });
@@ -134,24 +109,24 @@ describe('eachBatch', () => {
       const name = `bad-cursor-${i}`;
       let handled = false;
       await expectCode(
-        eachBatch(ds, name, () => ({ items: [1], next: next as never }), 5, async (items, tx) => {
+        eachBatch(db.ds, name, () => ({ items: [1], next: next as never }), 5, async (items, tx) => {
           handled = true;
           await write(name)(items, tx);
         }),
         'NON_SERIALIZABLE',
       );
       expect(await written(name)).to.deep.equal([]);
-      expect(await status(ds, name)).to.include({ batches: 0, done: false, cursor: null });
+      expect(await status(db.ds, name)).to.include({ batches: 0, done: false, cursor: null });
       expect(handled).to.equal(false);
     }
   });
 
   it('refuses a bad limit with INVALID_ARGUMENT before touching the database', async () => {
     for (const [i, limit] of [0, -1, 1.5, Number.NaN, Infinity, 2 ** 53, '10', null, true].entries()) {
-      await expectCode(eachBatch(ds, `bad-limit-${i}`, numbers(3).source, limit as number, () => undefined), 'INVALID_ARGUMENT');
-      expect(await status(ds, `bad-limit-${i}`)).to.equal(null);
+      await expectCode(eachBatch(db.ds, `bad-limit-${i}`, numbers(3).source, limit as number, () => undefined), 'INVALID_ARGUMENT');
+      expect(await status(db.ds, `bad-limit-${i}`)).to.equal(null);
     }
-    await expectCode(eachBatch(ds, '', numbers(3).source, 1, () => undefined), 'INVALID_ARGUMENT');
+    await expectCode(eachBatch(db.ds, '', numbers(3).source, 1, () => undefined), 'INVALID_ARGUMENT');
   });
 
   it('counts this call only, while status has the totals and ms timestamps', async () => {
@@ -165,13 +140,13 @@ describe('eachBatch', () => {
         throw new Error('stop');
       }
     };
-    await eachBatch(ds, 'totals', source, 3, handler).catch(() => undefined);
-    const mid = await status(ds, 'totals');
+    await eachBatch(db.ds, 'totals', source, 3, handler).catch(() => undefined);
+    const mid = await status(db.ds, 'totals');
     expect(mid).to.include({ batches: 1, items: 3, done: false });
     expect(mid!.finishedAt).to.equal(null);
-    const result = await eachBatch(ds, 'totals', source, 3, handler);
+    const result = await eachBatch(db.ds, 'totals', source, 3, handler);
     expect(result).to.include({ batches: 2, items: 6, done: true });
-    const total = await status(ds, 'totals');
+    const total = await status(db.ds, 'totals');
     expect(total).to.include({ batches: 3, items: 9, done: true });
     for (const time of [total!.startedAt, total!.updatedAt, total!.finishedAt]) {
       expect(time).to.be.a('number');
@@ -182,7 +157,7 @@ describe('eachBatch', () => {
   it('emits progress after each committed batch and stops cleanly on abort', async () => {
     const controller = new AbortController();
     const seen: number[] = [];
-    const result = await eachBatch(ds, 'abortable', numbers(20).source, 2, write('abortable'), {
+    const result = await eachBatch(db.ds, 'abortable', numbers(20).source, 2, write('abortable'), {
       signal: controller.signal,
       onProgress(progress) {
         seen.push(progress.batches);
@@ -196,7 +171,7 @@ describe('eachBatch', () => {
     expect(await written('abortable')).to.deep.equal([1, 2, 3, 4, 5, 6]);
 
     let called = false;
-    const aborted = await eachBatch(ds, 'abortable', () => {
+    const aborted = await eachBatch(db.ds, 'abortable', () => {
       called = true;
       return { items: [], next: null };
     }, 2, () => undefined, { signal: AbortSignal.abort() });
@@ -210,36 +185,36 @@ describe('eachBatch', () => {
     const handler = (items: number[]) => {
       if (fail && items.includes(3)) throw new Error('stop');
     };
-    await eachBatch(ds, 'fp', source, 2, handler).catch(() => undefined);
-    await eachBatch(ds, 'fp', source, 2, handler, { fingerprint: 'file-a' }).catch(() => undefined);
-    await expectCode(eachBatch(ds, 'fp', source, 2, handler, { fingerprint: 'file-b' }), 'FINGERPRINT_MISMATCH');
+    await eachBatch(db.ds, 'fp', source, 2, handler).catch(() => undefined);
+    await eachBatch(db.ds, 'fp', source, 2, handler, { fingerprint: 'file-a' }).catch(() => undefined);
+    await expectCode(eachBatch(db.ds, 'fp', source, 2, handler, { fingerprint: 'file-b' }), 'FINGERPRINT_MISMATCH');
     fail = false;
-    const result = await eachBatch(ds, 'fp', source, 2, handler, { fingerprint: 'file-a' });
+    const result = await eachBatch(db.ds, 'fp', source, 2, handler, { fingerprint: 'file-a' });
     expect(result.done).to.equal(true);
   });
 
   it('reset forgets a job so it starts over, and list filters by kind, done and a literal prefix', async () => {
     const { source, calls } = numbers(2);
-    await eachBatch(ds, 'p%_x/1', source, 5, () => undefined);
-    await eachBatch(ds, 'pq_x/2', () => ({ items: [1], next: 1 }), 5, () => {
+    await eachBatch(db.ds, 'p%_x/1', source, 5, () => undefined);
+    await eachBatch(db.ds, 'pq_x/2', () => ({ items: [1], next: 1 }), 5, () => {
       throw new Error('x');
     }).catch(() => undefined);
-    expect((await list(ds, { prefix: 'p%_' })).map((s) => s.name)).to.deep.equal(['p%_x/1']);
-    expect((await list(ds, { prefix: 'p', done: false })).map((s) => s.name)).to.include('pq_x/2');
-    expect((await list(ds, { prefix: 'p', done: true })).map((s) => s.name)).to.not.include('pq_x/2');
-    expect((await list(ds, { kind: 'step' })).map((s) => s.name)).to.not.include('p%_x/1');
-    expect(await reset(ds, 'p%_x/1')).to.equal(true);
-    expect(await reset(ds, 'p%_x/1')).to.equal(false);
-    expect(await status(ds, 'p%_x/1')).to.equal(null);
+    expect((await list(db.ds, { prefix: 'p%_' })).map((s) => s.name)).to.deep.equal(['p%_x/1']);
+    expect((await list(db.ds, { prefix: 'p', done: false })).map((s) => s.name)).to.include('pq_x/2');
+    expect((await list(db.ds, { prefix: 'p', done: true })).map((s) => s.name)).to.not.include('pq_x/2');
+    expect((await list(db.ds, { kind: 'step' })).map((s) => s.name)).to.not.include('p%_x/1');
+    expect(await reset(db.ds, 'p%_x/1')).to.equal(true);
+    expect(await reset(db.ds, 'p%_x/1')).to.equal(false);
+    expect(await status(db.ds, 'p%_x/1')).to.equal(null);
     calls.length = 0;
-    await eachBatch(ds, 'p%_x/1', source, 5, () => undefined);
+    await eachBatch(db.ds, 'p%_x/1', source, 5, () => undefined);
     expect(calls[0]).to.equal(null);
-    await expectCode(list(ds, { kind: 'nope' as 'step' }), 'INVALID_ARGUMENT');
+    await expectCode(list(db.ds, { kind: 'nope' as 'step' }), 'INVALID_ARGUMENT');
   });
 
   it('keeps the database unchanged when the source returns a malformed page', async () => {
-    await expectCode(eachBatch(ds, 'malformed', () => ({ rows: [] }) as never, 5, () => undefined), 'INVALID_ARGUMENT');
-    expect(await status(ds, 'malformed')).to.include({ batches: 0, done: false });
-    expect(await count(ds, sql("SELECT COUNT(*) FROM written WHERE job = 'malformed'"))).to.equal(0);
+    await expectCode(eachBatch(db.ds, 'malformed', () => ({ rows: [] }) as never, 5, () => undefined), 'INVALID_ARGUMENT');
+    expect(await status(db.ds, 'malformed')).to.include({ batches: 0, done: false });
+    expect(await count(db.ds, sql("SELECT COUNT(*) FROM written WHERE job = 'malformed'"))).to.equal(0);
   });
 });

@@ -2,35 +2,27 @@
 // or trailing spaces are different jobs, steps, files, batches and rows (MySQL's default collations
 // would make them one key — the migrations give the checkpoint tables an exact one).
 import { expect } from 'chai';
-import type { DataSource } from 'typeorm';
 import { begin, CheckpointManager, eachBatch, importAll, list, status, step, values } from '../src';
-import { createTestDatabase, DRIVER, type TestDatabase } from './support/database';
+import { DRIVER, useTestDatabase } from './support/database';
 
 const LOOK_ALIKE = ['report', 'Report', 'report ', 'rèport'];
 
 describe(`exact keys (${DRIVER})`, () => {
-  let database: TestDatabase;
-  let ds: DataSource;
-
-  before(async () => {
-    database = await createTestDatabase('exact_keys');
-    ds = await database.open();
-  });
-  after(() => database.drop());
+  const db = useTestDatabase('exact_keys');
 
   it('steps and batch jobs whose names differ only in case, accents or trailing spaces are separate', async () => {
-    for (const name of LOOK_ALIKE) expect(await step(ds, `step ${name}`, () => name)).to.equal(name);
+    for (const name of LOOK_ALIKE) expect(await step(db.ds, `step ${name}`, () => name)).to.equal(name);
     for (const name of LOOK_ALIKE) {
-      const result = await eachBatch(ds, `job ${name}`, (cursor) => ({ items: cursor === null ? [name] : [], next: null }), 5, () => undefined);
+      const result = await eachBatch(db.ds, `job ${name}`, (cursor) => ({ items: cursor === null ? [name] : [], next: null }), 5, () => undefined);
       expect(result).to.include({ done: true, items: 1 });
     }
-    for (const name of LOOK_ALIKE) expect(await status(ds, `step ${name}`)).to.include({ kind: 'step', value: name });
-    expect((await list(ds, { prefix: 'step ' })).map((s) => s.value).sort()).to.deep.equal([...LOOK_ALIKE].sort());
-    expect(await list(ds, { prefix: 'job ', done: true })).to.have.length(LOOK_ALIKE.length);
+    for (const name of LOOK_ALIKE) expect(await status(db.ds, `step ${name}`)).to.include({ kind: 'step', value: name });
+    expect((await list(db.ds, { prefix: 'step ' })).map((s) => s.value).sort()).to.deep.equal([...LOOK_ALIKE].sort());
+    expect(await list(db.ds, { prefix: 'job ', done: true })).to.have.length(LOOK_ALIKE.length);
   });
 
   it('file URLs that differ only in case or trailing spaces are separate files, claimed separately', async () => {
-    const manager = new CheckpointManager(ds);
+    const manager = new CheckpointManager(db.ds);
     const urls = LOOK_ALIKE.map((name) => `s3://bucket/${name}.csv`);
     const files = urls.map((fileUrl) => ({ fileUrl, fileType: 'exact', fileTimestamp: new Date(1) }));
     expect(await manager.register(files)).to.equal(urls.length);
@@ -46,9 +38,9 @@ describe(`exact keys (${DRIVER})`, () => {
   it('import ids and batches that differ only in case or trailing spaces are separate rows and batches', async () => {
     const rows = LOOK_ALIKE.map((id, i) => ({ id, value: i }));
     const raw = JSON.stringify(rows);
-    expect(await importAll(ds, 'exact', raw, { size: 3 })).to.equal(rows.length);
-    expect(await values(ds, 'exact')).to.have.deep.members(rows.map((row) => [row.id, row.value]));
-    expect(await begin(ds, 'EXACT', 'f'.repeat(64))).to.equal(0);
-    expect(await values(ds, 'EXACT')).to.deep.equal([]);
+    expect(await importAll(db.ds, 'exact', raw, { size: 3 })).to.equal(rows.length);
+    expect(await values(db.ds, 'exact')).to.have.deep.members(rows.map((row) => [row.id, row.value]));
+    expect(await begin(db.ds, 'EXACT', 'f'.repeat(64))).to.equal(0);
+    expect(await values(db.ds, 'EXACT')).to.deep.equal([]);
   });
 });

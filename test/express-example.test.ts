@@ -2,11 +2,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import type { DataSource } from 'typeorm';
 import { checkpoint, values } from '../src';
 import type { ImportReport } from '../examples/express/import-runs';
 import { type Child, kill, startChild } from './support/child';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { count, DRIVER, sql, useTestDatabase } from './support/database';
 
 const SERVER = 'examples/express/server.ts';
 
@@ -60,8 +59,7 @@ function writeRows(path: string, rows: number, value: (i: number) => number = (i
 }
 
 describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
-  let db: TestDatabase;
-  let setup: DataSource;
+  const db = useTestDatabase('express');
   let dir: string;
   const servers: Server[] = [];
 
@@ -74,23 +72,16 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
   }
 
   async function itemRows(batch: string): Promise<number> {
-    return count(setup, sql('SELECT COUNT(*) AS n FROM checkpoint_import_items WHERE batch = ?'), [batch]);
+    return count(db.ds, sql('SELECT COUNT(*) AS n FROM checkpoint_import_items WHERE batch = ?'), [batch]);
   }
 
-  before(async () => {
-    db = await createTestDatabase('express');
-    setup = await db.open();
-    dir = mkdtempSync(join(tmpdir(), 'ck-express-'));
-  });
+  before(() => (dir = mkdtempSync(join(tmpdir(), 'ck-express-'))));
 
   afterEach(async () => {
     for (const server of servers.splice(0)) await kill(server.child);
   });
 
-  after(async () => {
-    await db.drop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('POST /imports starts an import in the background; GET /imports/:batch reports it', async () => {
     const file = join(dir, 'small.ndjson');
@@ -106,7 +97,7 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
     const report = await getImport(server, 'small');
     expect(report.status).to.equal(200);
     expect(report.body).to.deep.equal({ batch: 'small', state: 'done', nextIndex: 10, totalRows: 10 });
-    expect(await values(setup, 'small')).to.deep.equal(expected);
+    expect(await values(db.ds, 'small')).to.deep.equal(expected);
 
     // Posting a finished import again is a no-op that reports it done.
     expect((await postImport(server, { batch: 'small', path: file, size: 3 })).status).to.equal(202);
@@ -141,7 +132,7 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
     const report = await getImport(server, 'guarded');
     expect(report.body).to.deep.include({ state: 'failed', nextIndex: 6, totalRows: 6 });
     expect(report.body.error?.code).to.equal('FINGERPRINT_MISMATCH');
-    expect(await values(setup, 'guarded')).to.deep.equal(expected);
+    expect(await values(db.ds, 'guarded')).to.deep.equal(expected);
   });
 
   it('resumes after the server is killed with SIGKILL mid-import: every row exactly once', async () => {
@@ -154,7 +145,7 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
     await waitForEvent(first, 'progress', (e) => e.batch === 'large' && Number(e.rows) >= 300);
     await kill(first.child);
 
-    const committed = (await checkpoint(setup, 'large')) as number;
+    const committed = (await checkpoint(db.ds, 'large')) as number;
     expect(committed).to.be.at.least(300);
     expect(committed).to.be.below(rows);
     expect(committed % 100).to.equal(0);
@@ -170,8 +161,8 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
 
     expect((await getImport(second, 'large')).body).to.deep.equal({ batch: 'large', state: 'done', nextIndex: rows, totalRows: rows });
     expect(await itemRows('large')).to.equal(rows);
-    expect(await count(setup, sql('SELECT COUNT(DISTINCT id) AS n FROM checkpoint_import_items WHERE batch = ?'), ['large'])).to.equal(rows);
-    expect(await values(setup, 'large')).to.deep.equal(expected);
+    expect(await count(db.ds, sql('SELECT COUNT(DISTINCT id) AS n FROM checkpoint_import_items WHERE batch = ?'), ['large'])).to.equal(rows);
+    expect(await values(db.ds, 'large')).to.deep.equal(expected);
   });
 
   it('on SIGTERM stops after the chunk in flight commits and exits cleanly; a later POST resumes', async () => {
@@ -184,7 +175,7 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
     first.child.process.kill('SIGTERM');
     const stopped = await waitForEvent(first, 'stopped', (e) => e.batch === 'graceful');
     expect(await first.child.exited).to.deep.equal({ code: 0, signal: null });
-    const committed = (await checkpoint(setup, 'graceful')) as number;
+    const committed = (await checkpoint(db.ds, 'graceful')) as number;
     expect(stopped.nextIndex).to.equal(committed);
     expect(committed).to.be.below(rows);
     expect(await itemRows('graceful')).to.equal(committed);
@@ -192,6 +183,6 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
     const second = await startServer();
     await postImport(second, { batch: 'graceful', path: file, size: 100 });
     await waitForEvent(second, 'done', (e) => e.batch === 'graceful');
-    expect(await values(setup, 'graceful')).to.deep.equal(expected);
+    expect(await values(db.ds, 'graceful')).to.deep.equal(expected);
   });
 });

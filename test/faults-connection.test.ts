@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { DataSource, EntityManager } from 'typeorm';
 import { CheckpointManager, eachBatch, importFile, sqlSource, status, values } from '../src';
 import { type Child, kill, startChild } from './support/child';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import {
   codesOf,
   expectNoLeaks,
@@ -121,45 +121,42 @@ function expectFaultError(error: unknown, userErrors: Set<unknown>, codes: strin
 // MySQL/MariaDB have their own way to kill connections (KILL CONNECTION); not covered here yet.
 const faultKind = DRIVER === 'postgres' ? 'connections killed' : DRIVER === 'sqlite' ? 'write lock held by another process' : null;
 if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
-  let database: TestDatabase;
-  let ds: DataSource;
   let holder: Child | undefined;
   let dir: string;
 
-  before(async () => {
-    database = await createTestDatabase('faults_connection');
-    ds = await database.open();
-    dir = mkdtempSync(join(tmpdir(), 'ck-faults-'));
-    await ds.query('CREATE TABLE fault_src (id integer PRIMARY KEY, payload varchar(40) NOT NULL)');
-    await ds.query('CREATE TABLE fault_dst (job varchar(64) NOT NULL, source_id integer NOT NULL)');
-    await ds.query('CREATE TABLE fault_rows (batch varchar(64) NOT NULL, id varchar(64) NOT NULL, value bigint NOT NULL)');
-    await ds.query('CREATE TABLE fault_effects (file_url varchar(768) NOT NULL, worker varchar(255) NOT NULL, claim_token bigint NOT NULL)');
-    await ds.query('CREATE TABLE fault_gate (opened integer NOT NULL)');
-    const ids = Array.from({ length: 3000 }, (_, i) => i + 1 + Math.floor(i / 5));
-    for (let start = 0; start < ids.length; start += 500) {
-      const chunk = ids.slice(start, start + 500);
-      await ds.query(sql(`INSERT INTO fault_src (id, payload) VALUES ${chunk.map(() => '(?, ?)').join(', ')}`), chunk.flatMap((id) => [id, `row ${id}`]));
-    }
-    if (DRIVER === 'sqlite') {
-      holder = startChild(HOLDER, [database.url.replace(/^sqlite:/, '')]);
-      await holder.waitForLine((line) => line === 'ready');
-    }
-  });
+  // Registered before the database's hooks: mocha runs `after` hooks in order, so the holder exits first.
   after(async () => {
     if (holder) {
       holder.send('exit');
       await kill(holder);
     }
     if (dir) rmSync(dir, { recursive: true, force: true });
-    if (database) await database.drop();
+  });
+  const db = useTestDatabase('faults_connection');
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ck-faults-'));
+    await db.ds.query('CREATE TABLE fault_src (id integer PRIMARY KEY, payload varchar(40) NOT NULL)');
+    await db.ds.query('CREATE TABLE fault_dst (job varchar(64) NOT NULL, source_id integer NOT NULL)');
+    await db.ds.query('CREATE TABLE fault_rows (batch varchar(64) NOT NULL, id varchar(64) NOT NULL, value bigint NOT NULL)');
+    await db.ds.query('CREATE TABLE fault_effects (file_url varchar(768) NOT NULL, worker varchar(255) NOT NULL, claim_token bigint NOT NULL)');
+    await db.ds.query('CREATE TABLE fault_gate (opened integer NOT NULL)');
+    const ids = Array.from({ length: 3000 }, (_, i) => i + 1 + Math.floor(i / 5));
+    for (let start = 0; start < ids.length; start += 500) {
+      const chunk = ids.slice(start, start + 500);
+      await db.ds.query(sql(`INSERT INTO fault_src (id, payload) VALUES ${chunk.map(() => '(?, ?)').join(', ')}`), chunk.flatMap((id) => [id, `row ${id}`]));
+    }
+    if (DRIVER === 'sqlite') {
+      holder = startChild(HOLDER, [db.url.replace(/^sqlite:/, '')]);
+      await holder.waitForLine((line) => line === 'ready');
+    }
   });
 
   async function startFaults(plan: FaultPlan): Promise<Faults> {
-    return DRIVER === 'postgres' ? killConnections(ds, plan) : holdWriteLock(holder!, plan);
+    return DRIVER === 'postgres' ? killConnections(db.ds, plan) : holdWriteLock(holder!, plan);
   }
 
   it('eachBatch (in process): each failed run is typed, reruns resume, every row is applied exactly once', async () => {
-    const victim = await openVictim(database.url, { busyTimeoutMs: BUSY_MS });
+    const victim = await openVictim(db.url, { busyTimeoutMs: BUSY_MS });
     const job = 'copy-under-faults';
     const userErrors = new Set<unknown>();
     const outcomes: string[] = [];
@@ -188,17 +185,17 @@ if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
       expect(injected).to.be.greaterThan(0);
       expect(outcomes.length, 'no fault ever hit a run').to.be.greaterThan(0);
 
-      expect(await count(ds, sql('SELECT COUNT(*) FROM fault_dst WHERE job = ?'), [job])).to.equal(3000);
-      expect(await count(ds, sql('SELECT COUNT(DISTINCT source_id) FROM fault_dst WHERE job = ?'), [job])).to.equal(3000);
-      expect(await status(ds, job)).to.include({ done: true, items: 3000, batches: 3000 / LIMIT });
-      await expectNoLeaks(victim, ds);
+      expect(await count(db.ds, sql('SELECT COUNT(*) FROM fault_dst WHERE job = ?'), [job])).to.equal(3000);
+      expect(await count(db.ds, sql('SELECT COUNT(DISTINCT source_id) FROM fault_dst WHERE job = ?'), [job])).to.equal(3000);
+      expect(await status(db.ds, job)).to.include({ done: true, items: 3000, batches: 3000 / LIMIT });
+      await expectNoLeaks(victim, db.ds);
     } finally {
       await victim.destroy();
     }
   });
 
   it('importFile (in process, own handler and built-in table): typed failures, every row exactly once, no file left open', async () => {
-    const victim = await openVictim(database.url, { busyTimeoutMs: BUSY_MS });
+    const victim = await openVictim(db.url, { busyTimeoutMs: BUSY_MS });
     const rows = Array.from({ length: 4000 }, (_, i) => ({ id: `r${i}`, value: i * 7 - 3000 }));
     const path = join(dir, 'rows.ndjson');
     writeFileSync(path, rows.map((row) => JSON.stringify(row)).join('\n'));
@@ -229,17 +226,17 @@ if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
       console.log(`      ${DRIVER}: ${injected} faults injected, failed runs: ${JSON.stringify(tally(outcomes))}`);
       expect(outcomes.length, 'no fault ever hit an import').to.be.greaterThan(0);
 
-      expect(await count(ds, "SELECT COUNT(*) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.length);
-      expect(await count(ds, "SELECT COUNT(DISTINCT id) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.length);
-      expect(await count(ds, "SELECT SUM(value) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.reduce((sum, row) => sum + row.value, 0));
-      const stored = await values(ds, 'built-in');
+      expect(await count(db.ds, "SELECT COUNT(*) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.length);
+      expect(await count(db.ds, "SELECT COUNT(DISTINCT id) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.length);
+      expect(await count(db.ds, "SELECT SUM(value) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.reduce((sum, row) => sum + row.value, 0));
+      const stored = await values(db.ds, 'built-in');
       expect(stored).to.have.length(rows.length);
       expect(new Map(stored)).to.deep.equal(new Map(rows.map((row) => [row.id, row.value])));
       for (const batch of ['own', 'built-in']) {
-        expect(await importFile(ds, batch, path, { size: 10 })).to.include({ done: true, rows: 0, nextIndex: rows.length });
+        expect(await importFile(db.ds, batch, path, { size: 10 })).to.include({ done: true, rows: 0, nextIndex: rows.length });
       }
       expect(openFilesUnder(dir) ?? 0, 'an import left its file open').to.equal(0);
-      await expectNoLeaks(victim, ds);
+      await expectNoLeaks(victim, db.ds);
     } finally {
       await victim.destroy();
     }
@@ -248,17 +245,17 @@ if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
   const WORKERS = DRIVER === 'postgres' ? 8 : 4;
   const FILES = DRIVER === 'postgres' ? 400 : 120;
   it(`${WORKERS} claim workers (child processes, claimNext + processFile): typed failures, every file completed once with one effect`, async () => {
-    const parent = new CheckpointManager(ds, { maxRetries: 1000 });
+    const parent = new CheckpointManager(db.ds, { maxRetries: 1000 });
     await parent.register(
       Array.from({ length: FILES }, (_, i) => ({ fileUrl: `s3://faults/${String(i).padStart(4, '0')}.csv`, fileType: 'queue', fileTimestamp: new Date(i) })),
     );
     const workers: Child[] = [];
     let faults: Faults | undefined;
     try {
-      for (let w = 0; w < WORKERS; w++) workers.push(startChild(CLAIM_WORKER, [database.url, `w${w}`, String(FILES), '1000', String(BUSY_MS)]));
+      for (let w = 0; w < WORKERS; w++) workers.push(startChild(CLAIM_WORKER, [db.url, `w${w}`, String(FILES), '1000', String(BUSY_MS)]));
       await Promise.all(workers.map((worker) => worker.waitForLine((line) => line === 'waiting')));
       // The gate first: on SQLite this process must not wait for a lock the fault holds.
-      await ds.query('INSERT INTO fault_gate (opened) VALUES (1)');
+      await db.ds.query('INSERT INTO fault_gate (opened) VALUES (1)');
       faults = await startFaults({ max: 40, gap: [10, 60], which: 'one' });
       // Faults stop once every worker has finished its work (not during its own shutdown).
       await Promise.all(workers.map((worker) => worker.waitForLine((line) => line.startsWith('result '))));
@@ -272,17 +269,17 @@ if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
 
       const summary = await parent.summary();
       expect(summary).to.include({ completed: FILES, pending: 0, processing: 0, failed: 0, deadLetters: 0, recordsPersisted: 2 * FILES });
-      expect(await count(ds, 'SELECT COUNT(*) FROM fault_effects')).to.equal(2 * FILES);
-      expect(await count(ds, 'SELECT COUNT(DISTINCT file_url) FROM fault_effects')).to.equal(2 * FILES);
+      expect(await count(db.ds, 'SELECT COUNT(*) FROM fault_effects')).to.equal(2 * FILES);
+      expect(await count(db.ds, 'SELECT COUNT(DISTINCT file_url) FROM fault_effects')).to.equal(2 * FILES);
       // Each effect committed with the completion, under the claim that completed the file.
       expect(
         await count(
-          ds,
+          db.ds,
           "SELECT COUNT(*) FROM fault_effects e JOIN file_checkpoints f ON f.file_url = e.file_url AND f.claim_token = e.claim_token AND f.status = 'completed'",
         ),
       ).to.equal(FILES);
-      await untilVictimsGone(ds);
-      await expectNoLeaks(ds, ds);
+      await untilVictimsGone(db.ds);
+      await expectNoLeaks(db.ds, db.ds);
     } finally {
       if (faults) await faults.stop();
       await Promise.all(workers.map(kill));

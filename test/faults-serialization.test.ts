@@ -6,7 +6,8 @@ import { expect } from 'chai';
 import type { DataSource, EntityManager, Logger } from 'typeorm';
 import { CheckpointError, CheckpointManager, eachBatch, type Page, step, status } from '../src';
 import { MAX_ATTEMPTS } from '../src/transaction';
-import { count, createTestDatabase, DRIVER, LOCK_POLL_MS, sql, type TestDatabase } from './support/database';
+import { count, DRIVER, LOCK_POLL_MS, sql, useTestDatabase } from './support/database';
+import { expectCode, rejection } from './support/expect-code';
 import { codesOf, expectNoLeaks, openVictim, pause } from './support/fault-checks';
 
 /** Records the SQLSTATE / driver code and SQL of every failed statement. */
@@ -31,39 +32,27 @@ function arraySource(n: number) {
   };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected the call to fail');
-}
-
 describe(`faults: serialization failures, deadlocks and non-retryable errors (${DRIVER})`, function () {
-  let database: TestDatabase;
-  let ds: DataSource;
+  const db = useTestDatabase('faults_serialization');
 
   before(async () => {
-    database = await createTestDatabase('faults_serialization');
-    ds = await database.open();
-    await ds.query('CREATE TABLE ser_effects (job varchar(64) NOT NULL, item integer NOT NULL)');
-    await ds.query('CREATE TABLE fault_switch (code varchar(8) NOT NULL)');
+    await db.ds.query('CREATE TABLE ser_effects (job varchar(64) NOT NULL, item integer NOT NULL)');
+    await db.ds.query('CREATE TABLE fault_switch (code varchar(8) NOT NULL)');
     // A failure injected into the library's own UPDATE of checkpoint_jobs (a batch or step being
     // recorded), raised with whatever code fault_switch holds.
     if (DRIVER === 'postgres') {
-      await ds.query(`CREATE FUNCTION inject_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+      await db.ds.query(`CREATE FUNCTION inject_fault() RETURNS trigger LANGUAGE plpgsql AS $$
         DECLARE injected varchar;
         BEGIN
           SELECT code INTO injected FROM fault_switch LIMIT 1;
           IF injected IS NOT NULL THEN RAISE EXCEPTION 'injected fault' USING ERRCODE = injected; END IF;
           RETURN NEW;
         END $$`);
-      await ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs FOR EACH ROW
+      await db.ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs FOR EACH ROW
         WHEN (NEW.batches <> OLD.batches OR NEW.done <> OLD.done) EXECUTE FUNCTION inject_fault()`);
     } else if (DRIVER === 'mysql') {
       // SIGNAL takes a literal SQLSTATE: 40001 is raised as error 1213 (ER_LOCK_DEADLOCK), as InnoDB does.
-      await ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs FOR EACH ROW
+      await db.ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs FOR EACH ROW
         BEGIN
           IF NEW.batches <> OLD.batches OR NEW.done <> OLD.done THEN
             IF EXISTS (SELECT 1 FROM fault_switch WHERE code = '40001') THEN
@@ -74,13 +63,12 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
           END IF;
         END`);
     } else {
-      await ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs
+      await db.ds.query(`CREATE TRIGGER inject_fault BEFORE UPDATE ON checkpoint_jobs
         WHEN (NEW.batches <> OLD.batches OR NEW.done <> OLD.done) AND EXISTS (SELECT 1 FROM fault_switch)
         BEGIN SELECT RAISE(ABORT, 'injected fault'); END`);
     }
   });
-  after(() => database.drop());
-  afterEach(() => ds.query('DELETE FROM fault_switch'));
+  afterEach(() => db.ds.query('DELETE FROM fault_switch'));
 
   // The driver code a non-retryable injected fault surfaces with, and what fault_switch holds for it.
   const nonRetryable = DRIVER === 'postgres' ? 'P0001' : DRIVER === 'mysql' ? 'ER_SIGNAL_EXCEPTION' : 'SQLITE_CONSTRAINT';
@@ -95,26 +83,24 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
       calls++;
       await tx.query(sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((i) => [job, i]));
     };
-    await ds.query(sql('INSERT INTO fault_switch (code) VALUES (?)'), [nonRetryableSwitch]);
-    const error = await rejection(eachBatch(ds, job, arraySource(20), 5, handler));
-    expect(error).to.be.instanceOf(CheckpointError);
-    expect((error as CheckpointError).code).to.equal('DATABASE_ERROR');
+    await db.ds.query(sql('INSERT INTO fault_switch (code) VALUES (?)'), [nonRetryableSwitch]);
+    const error = await expectCode(eachBatch(db.ds, job, arraySource(20), 5, handler), 'DATABASE_ERROR');
     expect(codesOf(error).some((c) => c.startsWith(nonRetryable))).to.equal(true);
     expect(calls, 'retried a non-retryable error').to.equal(1);
-    expect(await status(ds, job)).to.include({ done: false, batches: 0, items: 0, cursor: null });
-    expect(await count(ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(0);
+    expect(await status(db.ds, job)).to.include({ done: false, batches: 0, items: 0, cursor: null });
+    expect(await count(db.ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(0);
 
     let stepCalls = 0;
-    const stepError = await rejection(step(ds, 'non-retryable-step', () => ++stepCalls));
+    const stepError = await rejection(step(db.ds, 'non-retryable-step', () => ++stepCalls));
     expect((stepError as CheckpointError).code).to.equal('DATABASE_ERROR');
     expect(stepCalls).to.equal(1);
-    expect(await status(ds, 'non-retryable-step')).to.equal(null);
+    expect(await status(db.ds, 'non-retryable-step')).to.equal(null);
 
-    await ds.query('DELETE FROM fault_switch');
-    expect(await eachBatch(ds, job, arraySource(20), 5, handler)).to.deep.equal({ batches: 4, items: 20, done: true, cursor: null });
-    expect(await count(ds, sql('SELECT COUNT(DISTINCT item) FROM ser_effects WHERE job = ?'), [job])).to.equal(20);
-    expect(await count(ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(20);
-    await expectNoLeaks(ds, ds);
+    await db.ds.query('DELETE FROM fault_switch');
+    expect(await eachBatch(db.ds, job, arraySource(20), 5, handler)).to.deep.equal({ batches: 4, items: 20, done: true, cursor: null });
+    expect(await count(db.ds, sql('SELECT COUNT(DISTINCT item) FROM ser_effects WHERE job = ?'), [job])).to.equal(20);
+    expect(await count(db.ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(20);
+    await expectNoLeaks(db.ds, db.ds);
   });
 
   it('an error the handler throws passes through unchanged and is not retried, even with a retryable code', async () => {
@@ -122,16 +108,16 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
       const thrown = Object.assign(new Error('the handler gave up'), { code });
       let calls = 0;
       const error = await rejection(
-        eachBatch(ds, `user-${code}`, arraySource(10), 5, () => {
+        eachBatch(db.ds, `user-${code}`, arraySource(10), 5, () => {
           calls++;
           throw thrown;
         }),
       );
       expect(error).to.equal(thrown);
       expect(calls).to.equal(1);
-      expect(await status(ds, `user-${code}`)).to.include({ batches: 0, done: false });
+      expect(await status(db.ds, `user-${code}`)).to.include({ batches: 0, done: false });
     }
-    await expectNoLeaks(ds, ds);
+    await expectNoLeaks(db.ds, db.ds);
   });
 
   if (DRIVER === 'sqlite') return;
@@ -139,9 +125,9 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
   it(`a serialization failure that persists is retried ${MAX_ATTEMPTS} times in all, then DATABASE_ERROR; nothing is recorded`, async () => {
     const job = 'always-40001';
     let calls = 0;
-    await ds.query("INSERT INTO fault_switch (code) VALUES ('40001')");
+    await db.ds.query("INSERT INTO fault_switch (code) VALUES ('40001')");
     const error = await rejection(
-      eachBatch(ds, job, arraySource(10), 5, async (items, tx) => {
+      eachBatch(db.ds, job, arraySource(10), 5, async (items, tx) => {
         calls++;
         await tx.query(sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((i) => [job, i]));
       }),
@@ -149,9 +135,9 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     expect((error as CheckpointError).code).to.equal('DATABASE_ERROR');
     expect(codesOf(error)).to.include(serializationFailure);
     expect(calls).to.equal(MAX_ATTEMPTS);
-    expect(await count(ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(0);
-    expect(await status(ds, job)).to.include({ batches: 0, done: false });
-    await expectNoLeaks(ds, ds);
+    expect(await count(db.ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(0);
+    expect(await status(db.ds, job)).to.include({ batches: 0, done: false });
+    await expectNoLeaks(db.ds, db.ds);
   });
 
   // MySQL's SERIALIZABLE takes locks instead of failing with 40001: its conflicts are the deadlocks below.
@@ -160,7 +146,7 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     const log = new ErrorLog();
 
     before(async () => {
-      serializable = await openVictim(database.url, {
+      serializable = await openVictim(db.url, {
         logger: log,
         extra: { options: '-c default_transaction_isolation=serializable -c deadlock_timeout=50ms' },
       });
@@ -172,7 +158,7 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     /** Polls the database until some backend of this database waits for a lock. */
     async function untilSomeoneWaits(): Promise<void> {
       const waiting = async () =>
-        count(ds, 'SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()');
+        count(db.ds, 'SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()');
       while ((await waiting()) === 0) await pause(5);
     }
 
@@ -196,8 +182,8 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
       expect(runs).to.equal(1);
       expect(results).to.deep.equal(Array.from({ length: 6 }, () => ({ invoice: 42 })));
       expect(ownFailures('40001').length, 'no serialization failure was provoked').to.be.greaterThan(0);
-      expect(await count(ds, "SELECT COUNT(*) FROM ser_effects WHERE job = 'serializable-step'")).to.equal(1);
-      await expectNoLeaks(serializable, ds);
+      expect(await count(db.ds, "SELECT COUNT(*) FROM ser_effects WHERE job = 'serializable-step'")).to.equal(1);
+      await expectNoLeaks(serializable, db.ds);
     });
 
     it('three runners of one job at once: retried or surfaced as DATABASE_ERROR (40001), never a batch twice', async () => {
@@ -224,10 +210,10 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
       expect(ownFailures('40001').length, 'no serialization failure was provoked').to.be.greaterThan(0);
       // Whoever gave up reruns: the job is already done, or resumes where it is.
       expect(await run()).to.include({ done: true });
-      expect(await count(ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
-      expect(await count(ds, sql('SELECT COUNT(DISTINCT item) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
-      expect(await status(ds, job)).to.include({ done: true, items: n, batches: n / 10 });
-      await expectNoLeaks(serializable, ds);
+      expect(await count(db.ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
+      expect(await count(db.ds, sql('SELECT COUNT(DISTINCT item) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
+      expect(await status(db.ds, job)).to.include({ done: true, items: n, batches: n / 10 });
+      await expectNoLeaks(serializable, db.ds);
     });
   });
   describe('deadlocks', () => {
@@ -238,19 +224,19 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
 
     before(async () => {
       // A short deadlock_timeout on this side only, so the library's statement is the deadlock's victim.
-      readCommitted = await openVictim(database.url, { logger: log, extra: { options: '-c deadlock_timeout=50ms' } });
+      readCommitted = await openVictim(db.url, { logger: log, extra: { options: '-c deadlock_timeout=50ms' } });
     });
     after(() => readCommitted.destroy());
 
     it("a real deadlock on processFile's own completion is retried: fn's writes and the completion commit once", async () => {
-      await ds.query('CREATE TABLE ser_counter (id integer PRIMARY KEY, n integer NOT NULL)');
-      await ds.query('INSERT INTO ser_counter (id, n) VALUES (1, 0)');
+      await db.ds.query('CREATE TABLE ser_counter (id integer PRIMARY KEY, n integer NOT NULL)');
+      await db.ds.query('INSERT INTO ser_counter (id, n) VALUES (1, 0)');
       const manager = new CheckpointManager(readCommitted);
       expect(await manager.claimFile('s3://deadlock/1.csv', 'csv', new Date(0))).to.equal(true);
       const tokenBefore = (await manager.get('s3://deadlock/1.csv'))!.claimToken;
 
       // Another session holds the file's row, and will ask for the counter row fn locks.
-      const other = ds.createQueryRunner();
+      const other = db.ds.createQueryRunner();
       await other.connect();
       try {
         // So this session is never the victim: PostgreSQL's waits longest before it checks; InnoDB
@@ -284,7 +270,7 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
           DRIVER === 'mysql'
             ? "SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'"
             : 'SELECT COUNT(*) AS n FROM pg_locks WHERE pid = $1 AND NOT granted';
-        while (Number((await ds.query(waits, [pid]))[0].n) === 0) {
+        while (Number((await db.ds.query(waits, [pid]))[0].n) === 0) {
           await pause(DRIVER === 'mysql' ? LOCK_POLL_MS : 5);
         }
         proceed(); // the completion now waits for the other session: a deadlock, and fn's side is the victim
@@ -298,12 +284,12 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
         expect(log.errors.filter((e) => e.code === deadlock && e.sql.includes(ownTable)).length, 'the deadlock did not hit the completion').to.be.greaterThan(0);
         const row = (await manager.get('s3://deadlock/1.csv'))!;
         expect(row).to.include({ status: 'completed', claimToken: tokenBefore, recordsPersisted: 1 });
-        expect(await count(ds, 'SELECT n FROM ser_counter WHERE id = 1')).to.equal(11);
+        expect(await count(db.ds, 'SELECT n FROM ser_counter WHERE id = 1')).to.equal(11);
       } finally {
         if (other.isTransactionActive) await other.rollbackTransaction();
         await other.release();
       }
-      await expectNoLeaks(readCommitted, ds);
+      await expectNoLeaks(readCommitted, db.ds);
     });
   });
 });

@@ -2,34 +2,30 @@
 // lock taken waits (busy timeout), the library retries SQLITE_BUSY a bounded number of times, and
 // then fails with DATABASE_ERROR — never a skipped, repeated or half-written batch.
 import { expect } from 'chai';
-import type { DataSource } from 'typeorm';
 import { status } from '../src';
 import { MAX_ATTEMPTS } from '../src/transaction';
 import { type Child, kill, startChild } from './support/child';
 import { createCopyTables, expectCopiedOnce } from './support/copy-tables';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { expectNoLeaks, pause } from './support/fault-checks';
 
 const WORKER = 'test/fixtures/faults-batch-worker.ts';
 const HOLDER = 'test/fixtures/faults-lock-holder.ts';
 
 if (DRIVER === 'sqlite') describe('faults: SQLite write lock held by other processes', function () {
-  let database: TestDatabase;
-  let ds: DataSource;
   let holder: Child;
   let locks = 0;
 
-  before(async () => {
-    database = await createTestDatabase('faults_sqlite_busy');
-    ds = await database.open();
-    await createCopyTables(ds);
-    holder = startChild(HOLDER, [database.url.replace(/^sqlite:/, '')]);
-    await holder.waitForLine((line) => line === 'ready');
-  });
+  // Registered before the database's hooks: mocha runs `after` hooks in order, so the holder exits first.
   after(async () => {
     holder.send('exit');
     await kill(holder);
-    await database.drop();
+  });
+  const db = useTestDatabase('faults_sqlite_busy');
+  before(async () => {
+    await createCopyTables(db.ds);
+    holder = startChild(HOLDER, [db.url.replace(/^sqlite:/, '')]);
+    await holder.waitForLine((line) => line === 'ready');
   });
 
   async function lock(): Promise<number> {
@@ -42,12 +38,12 @@ if (DRIVER === 'sqlite') describe('faults: SQLite write lock held by other proce
     holder.send('release');
     await holder.waitForLine((line) => line === `released ${n}`);
   }
-  const batchesOf = async (job: string) => (await status(ds, job))?.batches ?? 0;
+  const batchesOf = async (job: string) => (await status(db.ds, job))?.batches ?? 0;
   const lastBatchLine = (child: Child) => Math.max(0, ...child.lines.filter((l) => l.startsWith('batch ')).map((l) => Number(l.slice(6))));
 
   it('two workers on one job wait out a lock held again and again (busy timeout): nothing commits meanwhile, every row once', async () => {
     const job = 'two-workers';
-    const workers = [startChild(WORKER, [database.url, job, '30000']), startChild(WORKER, [database.url, job, '30000'])];
+    const workers = [startChild(WORKER, [db.url, job, '30000']), startChild(WORKER, [db.url, job, '30000'])];
     try {
       for (let round = 1; round <= 4; round++) {
         // Let the workers commit some batches, then take the write lock away from them.
@@ -65,8 +61,8 @@ if (DRIVER === 'sqlite') describe('faults: SQLite write lock held by other proce
       const exits = await Promise.all(workers.map((w) => w.exited));
       exits.forEach((exit, i) => expect(exit.code, workers[i].lines.join('\n') + workers[i].stderr()).to.equal(0));
       for (const worker of workers) expect(worker.lines.some((l) => l.startsWith('error '))).to.equal(false);
-      await expectCopiedOnce(ds, job);
-      await expectNoLeaks(ds, ds);
+      await expectCopiedOnce(db.ds, job);
+      await expectNoLeaks(db.ds, db.ds);
     } finally {
       await Promise.all(workers.map(kill));
     }
@@ -74,7 +70,7 @@ if (DRIVER === 'sqlite') describe('faults: SQLite write lock held by other proce
 
   it(`a lock held longer than the busy timeout: ${MAX_ATTEMPTS} attempts, then DATABASE_ERROR (SQLITE_BUSY); the checkpoint is intact and a rerun finishes once`, async () => {
     const job = 'short-timeout';
-    const worker = startChild(WORKER, [database.url, job, '50']);
+    const worker = startChild(WORKER, [db.url, job, '50']);
     let n = 0;
     try {
       await worker.waitForLine((line) => line === 'batch 3');
@@ -90,14 +86,14 @@ if (DRIVER === 'sqlite') describe('faults: SQLite write lock held by other proce
       const committed = lastBatchLine(worker);
       expect(committed).to.be.at.least(3);
       expect(await batchesOf(job)).to.equal(committed);
-      expect(await count(ds, sql('SELECT COUNT(*) FROM crash_dst WHERE job = ?'), [job])).to.equal(committed * 100);
+      expect(await count(db.ds, sql('SELECT COUNT(*) FROM crash_dst WHERE job = ?'), [job])).to.equal(committed * 100);
     } finally {
       if (n) await release(n);
       await kill(worker);
     }
-    const rerun = startChild(WORKER, [database.url, job, '50']);
+    const rerun = startChild(WORKER, [db.url, job, '50']);
     expect((await rerun.exited).code, rerun.lines.join('\n') + rerun.stderr()).to.equal(0);
-    await expectCopiedOnce(ds, job);
-    await expectNoLeaks(ds, ds);
+    await expectCopiedOnce(db.ds, job);
+    await expectNoLeaks(db.ds, db.ds);
   });
 });

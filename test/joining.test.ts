@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { currentManager, eachBatch, runInTransaction, type Source, status } from '../src';
-import { count, createTestDatabase, sql, type TestDatabase } from './support/database';
+import { count, sql, useTestDatabase } from './support/database';
 import { SqlLog } from './support/sql-log';
 
 const numbers = (n: number): Source<number> => (cursor, limit) => {
@@ -11,32 +11,19 @@ const numbers = (n: number): Source<number> => (cursor, limit) => {
 };
 
 describe('joining the caller\'s transaction', () => {
-  let database: TestDatabase;
-  let ds: DataSource;
-  let other: TestDatabase;
-  let otherDs: DataSource;
   const log = new SqlLog();
-
-  before(async () => {
-    database = await createTestDatabase('joining');
-    ds = await database.open({ logger: log });
-    await ds.query('CREATE TABLE joined (job varchar(40) NOT NULL, n integer NOT NULL)');
-    other = await createTestDatabase('joining_other');
-    otherDs = await other.open();
-  });
-  after(async () => {
-    await database.drop();
-    await other.drop();
-  });
+  const db = useTestDatabase('joining', { logger: log });
+  const other = useTestDatabase('joining_other');
+  before(() => db.ds.query('CREATE TABLE joined (job varchar(40) NOT NULL, n integer NOT NULL)'));
 
   const write = (job: string) => async (items: number[], tx: EntityManager) => {
     for (const n of items) await tx.query(sql('INSERT INTO joined (job, n) VALUES (?, ?)'), [job, n]);
   };
-  const rows = (job: string) => count(ds, sql('SELECT COUNT(*) FROM joined WHERE job = ?'), [job]);
+  const rows = (job: string) => count(db.ds, sql('SELECT COUNT(*) FROM joined WHERE job = ?'), [job]);
 
   it('runs each batch as a savepoint of the caller\'s transaction (EntityManager)', async () => {
     log.clear();
-    await ds.transaction(async (tx) => {
+    await db.ds.transaction(async (tx) => {
       const result = await eachBatch(tx, 'sp', numbers(5), 2, write('sp'));
       expect(result).to.deep.equal({ batches: 3, items: 5, done: true, cursor: 5 });
     });
@@ -46,14 +33,14 @@ describe('joining the caller\'s transaction', () => {
     expect(statements.filter((s) => /^(START TRANSACTION|BEGIN)/i.test(s))).to.have.length(1);
     expect(statements.filter((s) => /^COMMIT/i.test(s))).to.have.length(1);
     expect(await rows('sp')).to.equal(5);
-    expect(await status(ds, 'sp')).to.include({ done: true, items: 5 });
+    expect(await status(db.ds, 'sp')).to.include({ done: true, items: 5 });
   });
 
   it('erases both the writes and the checkpoint when the caller rolls back', async () => {
     const rollback = new Error('caller rolls back');
     let caught: unknown;
     try {
-      await ds.transaction(async (tx) => {
+      await db.ds.transaction(async (tx) => {
         await eachBatch(tx, 'undone', numbers(6), 2, write('undone'));
         throw rollback;
       });
@@ -62,12 +49,12 @@ describe('joining the caller\'s transaction', () => {
     }
     expect(caught).to.equal(rollback);
     expect(await rows('undone')).to.equal(0);
-    expect(await status(ds, 'undone')).to.equal(null);
+    expect(await status(db.ds, 'undone')).to.equal(null);
   });
 
   it('rolls a failing batch back to its savepoint and leaves the caller\'s transaction usable', async () => {
     const boom = new Error('batch 2 fails');
-    await ds.transaction(async (tx) => {
+    await db.ds.transaction(async (tx) => {
       await tx.query(sql('INSERT INTO joined (job, n) VALUES (?, ?)'), ['caller', 1]);
       let caught: unknown;
       try {
@@ -86,17 +73,17 @@ describe('joining the caller\'s transaction', () => {
     });
     expect(await rows('caller')).to.equal(2);
     expect(await rows('partial')).to.equal(6);
-    expect(await status(ds, 'partial')).to.include({ batches: 3, items: 6, done: true });
+    expect(await status(db.ds, 'partial')).to.include({ batches: 3, items: 6, done: true });
   });
 
   it('joins the transaction of runInTransaction bound to the async context', async () => {
     let caught: unknown;
     const rollback = new Error('rollback');
     try {
-      await runInTransaction(ds, async (tx) => {
-        expect(currentManager(ds)).to.equal(tx);
+      await runInTransaction(db.ds, async (tx) => {
+        expect(currentManager(db.ds)).to.equal(tx);
         expect(currentManager()).to.equal(tx);
-        await eachBatch(ds, 'context', numbers(3), 2, async (items, btx) => {
+        await eachBatch(db.ds, 'context', numbers(3), 2, async (items, btx) => {
           expect(btx.queryRunner).to.equal(tx.queryRunner);
           expect(currentManager().queryRunner).to.equal(tx.queryRunner);
           await write('context')(items, btx);
@@ -108,21 +95,21 @@ describe('joining the caller\'s transaction', () => {
     }
     expect(caught).to.equal(rollback);
     expect(await rows('context')).to.equal(0);
-    expect(await status(ds, 'context')).to.equal(null);
+    expect(await status(db.ds, 'context')).to.equal(null);
   });
 
   it('does not join a transaction of another DataSource', async () => {
-    await runInTransaction(otherDs, async (otherTx) => {
-      expect(currentManager(ds)).to.equal(ds.manager);
+    await runInTransaction(other.ds, async (otherTx) => {
+      expect(currentManager(db.ds)).to.equal(db.ds.manager);
       expect(currentManager()).to.equal(otherTx);
-      await eachBatch(ds, 'independent', numbers(2), 5, write('independent'));
+      await eachBatch(db.ds, 'independent', numbers(2), 5, write('independent'));
     }).catch(() => undefined);
-    expect(await status(ds, 'independent')).to.include({ done: true });
-    expect(await status(otherDs, 'independent')).to.equal(null);
+    expect(await status(db.ds, 'independent')).to.include({ done: true });
+    expect(await status(other.ds, 'independent')).to.equal(null);
   });
 
   it('never commits what it did not start: the caller decides after eachBatch returns', async () => {
-    const runner = ds.createQueryRunner();
+    const runner = db.ds.createQueryRunner();
     await runner.startTransaction();
     try {
       await eachBatch(runner.manager, 'caller-owned', numbers(4), 2, write('caller-owned'));
@@ -132,6 +119,6 @@ describe('joining the caller\'s transaction', () => {
       await runner.release();
     }
     expect(await rows('caller-owned')).to.equal(0);
-    expect(await status(ds, 'caller-owned')).to.equal(null);
+    expect(await status(db.ds, 'caller-owned')).to.equal(null);
   });
 });

@@ -28,8 +28,9 @@ import {
   type CheckpointServiceOptions,
   InjectCheckpointService,
 } from '../src/nestjs';
-import { count, createTestDatabase, sql, type TestDatabase } from './support/database';
-import { createStepEffectsTable, StepEffect } from './fixtures/step-effect';
+import { count, sql, useTestDatabase } from './support/database';
+import { rejection } from './support/expect-code';
+import { createStepEffectsTable, effectsLabelled, StepEffect } from './fixtures/step-effect';
 
 /** What a Nest application's TypeOrmModule.forRoot looks like with the package (as the README shows). */
 function typeOrmOptions(url: string, extra: Partial<TypeOrmModuleOptions> = {}): TypeOrmModuleOptions {
@@ -40,19 +41,6 @@ function typeOrmOptions(url: string, extra: Partial<TypeOrmModuleOptions> = {}):
     retryAttempts: 0,
     ...extra,
   } as TypeOrmModuleOptions;
-}
-
-async function effects(db: DataSource, label: string): Promise<number> {
-  return count(db, sql('SELECT COUNT(*) AS n FROM step_effects WHERE label = ?'), [label]);
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  return expect.fail('expected the call to reject');
 }
 
 /** A typical Nest provider: TypeORM's DataSource injected into a private constructor property. */
@@ -106,8 +94,7 @@ class ReportsConsumer {
 }
 
 describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
-  let db: TestDatabase;
-  let setup: DataSource;
+  const db = useTestDatabase('nestjs', { entities: [StepEffect] });
   let dir: string;
   const apps: TestingModule[] = [];
 
@@ -119,9 +106,7 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
   }
 
   before(async () => {
-    db = await createTestDatabase('nestjs');
-    setup = await db.open({ entities: [StepEffect] });
-    await createStepEffectsTable(setup);
+    await createStepEffectsTable(db.ds);
     dir = mkdtempSync(join(tmpdir(), 'ck-nest-'));
   });
 
@@ -130,7 +115,6 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
   });
 
   after(async () => {
-    await db.drop();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -163,9 +147,9 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
     expect(await once()).to.deep.equal({ runs: 1 });
     expect(await once()).to.deep.equal({ runs: 1 });
     expect(runs).to.equal(1);
-    expect(await effects(setup, 'nest step')).to.equal(1);
+    expect(await effectsLabelled(db.ds, 'nest step')).to.equal(1);
 
-    await setup.getRepository(StepEffect).insert(Array.from({ length: 7 }, (_, i) => ({ id: `nest-batch-${i}`, label: 'batch source' })));
+    await db.ds.getRepository(StepEffect).insert(Array.from({ length: 7 }, (_, i) => ({ id: `nest-batch-${i}`, label: 'batch source' })));
     const source = await service.sqlSource('step_effects', 'id', { where: 'label = :label', parameters: { label: 'batch source' } });
     const seen: string[] = [];
     const result = await service.eachBatch('nest:batch', source, 3, async (items, tx) => {
@@ -174,7 +158,7 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
     });
     expect(result).to.include({ batches: 3, items: 7, done: true });
     expect(seen).to.have.length(7);
-    expect(await count(setup, sql("SELECT COUNT(*) AS n FROM step_effects WHERE label LIKE 'copied %'"))).to.equal(7);
+    expect(await count(db.ds, sql("SELECT COUNT(*) AS n FROM step_effects WHERE label LIKE 'copied %'"))).to.equal(7);
 
     expect(await service.status('nest:batch')).to.include({ kind: 'batch', done: true, batches: 3, items: 7 });
     expect((await service.list({ prefix: 'nest:' })).map((s) => s.name)).to.deep.equal(['nest:batch', 'nest:step']);
@@ -219,7 +203,7 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
     expect(await billing.charge('c1')).to.deep.equal({ customer: 'c1', effects: 1 });
     expect(await billing.charge('c1')).to.deep.equal({ customer: 'c1', effects: 1 });
     expect(billing.calls).to.equal(1);
-    expect(await effects(setup, 'charge c1')).to.equal(1);
+    expect(await effectsLabelled(db.ds, 'charge c1')).to.equal(1);
     const service = app.get(CheckpointService);
     expect(await service.status('BillingService.charge("c1")')).to.include({ kind: 'step', done: true });
 
@@ -234,7 +218,7 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
       ),
     ).to.equal(marker);
     expect(await service.status('BillingService.charge("c2")')).to.equal(null);
-    expect(await effects(setup, 'charge c2')).to.equal(0);
+    expect(await effectsLabelled(db.ds, 'charge c2')).to.equal(0);
   });
 
   it('forRootAsync (useFactory) can make the DataSource the default for providers without one, until the module closes', async () => {
@@ -255,7 +239,7 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
     const reports = app.get(ReportService);
     expect(await reports.close('2026-05')).to.equal('closed 2026-05');
     expect(await reports.close('2026-05')).to.equal('closed 2026-05');
-    expect(await effects(setup, 'report 2026-05')).to.equal(1);
+    expect(await effectsLabelled(db.ds, 'report 2026-05')).to.equal(1);
     await app.close();
     apps.splice(apps.indexOf(app), 1);
     expect(getDefaultDataSource()).to.equal(null);

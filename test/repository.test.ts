@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { DataSource, type EntityManager, Repository } from 'typeorm';
 import {
@@ -12,17 +11,9 @@ import {
   runInTransaction,
   status,
 } from '../src';
-import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
-import { createStepEffectsTable, StepEffect } from './fixtures/step-effect';
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  return expect.fail('expected the call to reject');
-}
+import { DRIVER, useTestDatabase } from './support/database';
+import { rejection } from './support/expect-code';
+import { createStepEffectsTable, effectsLabelled, StepEffect, writeEffect } from './fixtures/step-effect';
 
 /** Three pages of numbers: [1, 2], [3, 4], [5]. */
 function numbers(cursor: unknown, limit: number): Page<number> {
@@ -32,22 +23,8 @@ function numbers(cursor: unknown, limit: number): Page<number> {
 }
 
 describe(`getCheckpointRepository (${DRIVER})`, () => {
-  let database: TestDatabase;
-  let ds: DataSource;
-
-  before(async () => {
-    database = await createTestDatabase('repository');
-    ds = await database.open({ entities: [StepEffect] });
-    await createStepEffectsTable(ds);
-  });
-
-  after(async () => {
-    await database?.drop();
-  });
-
-  async function writeEffect(tx: EntityManager, label: string): Promise<void> {
-    await tx.query(sql('INSERT INTO step_effects (id, label) VALUES (?, ?)'), [randomUUID(), label]);
-  }
+  const db = useTestDatabase('repository', { entities: [StepEffect] });
+  before(() => createStepEffectsTable(db.ds));
 
   /** A step body that writes one effect labelled `label` and returns `value`. */
   function writing<T extends Json>(label: string, value: T) {
@@ -57,12 +34,10 @@ describe(`getCheckpointRepository (${DRIVER})`, () => {
     };
   }
 
-  function effects(label: string): Promise<number> {
-    return count(ds, sql('SELECT COUNT(*) FROM step_effects WHERE label = ?'), [label]);
-  }
+  const effects = (label: string) => effectsLabelled(db.ds, label);
 
   it('is TypeORM’s Repository<CheckpointJob>, with the functions bound to a DataSource', async () => {
-    const repository = getCheckpointRepository(ds);
+    const repository = getCheckpointRepository(db.ds);
     expect(repository).to.be.instanceOf(Repository);
     expect(repository.target).to.equal(CheckpointJob);
 
@@ -108,7 +83,7 @@ describe(`getCheckpointRepository (${DRIVER})`, () => {
   it('from a transaction’s manager joins that transaction: the caller’s rollback erases the step and the job', async () => {
     const failure = new Error('caller rolls back');
     const error = await rejection(
-      runInTransaction(ds, async (tx) => {
+      runInTransaction(db.ds, async (tx) => {
         const repository = getCheckpointRepository(tx);
         expect(repository.manager).to.equal(tx);
         expect(await repository.step('joined step', writing('joined step', 'v'))).to.equal('v');
@@ -119,51 +94,51 @@ describe(`getCheckpointRepository (${DRIVER})`, () => {
       }),
     );
     expect(error).to.equal(failure);
-    expect(await status(ds, 'joined step')).to.equal(null);
-    expect(await status(ds, 'joined batch')).to.equal(null);
+    expect(await status(db.ds, 'joined step')).to.equal(null);
+    expect(await status(db.ds, 'joined batch')).to.equal(null);
     expect(await effects('joined step')).to.equal(0);
     expect(await effects('joined 5')).to.equal(0);
   });
 
   it('joins a plain TypeORM transaction too, and commits with it', async () => {
-    await ds.transaction(async (tx) => {
+    await db.ds.transaction(async (tx) => {
       const repository = getCheckpointRepository(tx);
       expect(await repository.step('typeorm tx step', writing('typeorm tx', 1))).to.equal(1);
       await writeEffect(tx, 'typeorm tx caller');
     });
-    expect((await status(ds, 'typeorm tx step'))?.value).to.equal(1);
+    expect((await status(db.ds, 'typeorm tx step'))?.value).to.equal(1);
     expect(await effects('typeorm tx')).to.equal(1);
 
     const failure = new Error('rolled back');
     expect(
       await rejection(
-        ds.transaction(async (tx) => {
+        db.ds.transaction(async (tx) => {
           await getCheckpointRepository(tx).step('typeorm tx rolled back', () => 2);
           expect(await getCheckpointRepository(tx).reset('typeorm tx step')).to.equal(true);
           throw failure;
         }),
       ),
     ).to.equal(failure);
-    expect(await status(ds, 'typeorm tx rolled back')).to.equal(null);
-    expect((await status(ds, 'typeorm tx step'))?.value).to.equal(1);
+    expect(await status(db.ds, 'typeorm tx rolled back')).to.equal(null);
+    expect((await status(db.ds, 'typeorm tx step'))?.value).to.equal(1);
   });
 
   it('re-bound with manager.withRepository, uses the new manager', async () => {
-    const repository = getCheckpointRepository(ds);
+    const repository = getCheckpointRepository(db.ds);
     const failure = new Error('rolled back');
     const error = await rejection(
-      ds.transaction(async (tx) => {
+      db.ds.transaction(async (tx) => {
         const bound = tx.withRepository(repository);
         expect(await bound.step('rebound step', () => 'x')).to.equal('x');
         throw failure;
       }),
     );
     expect(error).to.equal(failure);
-    expect(await status(ds, 'rebound step')).to.equal(null);
+    expect(await status(db.ds, 'rebound step')).to.equal(null);
   });
 
   it('refuses a DataSource without the checkpoint entities with INVALID_ARGUMENT', async () => {
-    const bare = new DataSource({ ...dataSourceOptionsFromUrl(database.url), entities: [] });
+    const bare = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: [] });
     await bare.initialize();
     try {
       let error: unknown;

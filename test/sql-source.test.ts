@@ -1,7 +1,8 @@
 import { expect } from 'chai';
-import { Column, type DataSource, Entity, PrimaryColumn } from 'typeorm';
-import { CheckpointError, eachBatch, type Json, sqlSource } from '../src';
-import { createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { eachBatch, type Json, sqlSource } from '../src';
+import { DRIVER, sql, useTestDatabase } from './support/database';
+import { expectCode } from './support/expect-code';
 import { SqlLog } from './support/sql-log';
 
 @Entity('widgets')
@@ -13,39 +14,24 @@ class Widget {
   label!: string;
 }
 
-async function expectCode(promise: Promise<unknown>, code: string): Promise<void> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).to.be.instanceOf(CheckpointError);
-    expect((error as CheckpointError).code).to.equal(code);
-    return;
-  }
-  throw new Error(`expected ${code}, but the call succeeded`);
-}
-
 describe('sqlSource', () => {
-  let database: TestDatabase;
-  let ds: DataSource;
   const log = new SqlLog();
+  const db = useTestDatabase('sql_source', { entities: [Widget], logger: log });
   const ids = [5, 1, 100, 3, 42, 7, 8, 64, 2, 99, 1000, 11];
 
   before(async () => {
-    database = await createTestDatabase('sql_source');
-    ds = await database.open({ entities: [Widget], logger: log });
-    await ds.query('CREATE TABLE src (id integer PRIMARY KEY, name varchar(50), grp integer, code varchar(20) UNIQUE)');
+    await db.ds.query('CREATE TABLE src (id integer PRIMARY KEY, name varchar(50), grp integer, code varchar(20) UNIQUE)');
     for (const id of ids) {
-      await ds.query(sql('INSERT INTO src (id, name, grp, code) VALUES (?, ?, ?, ?)'), [id, `n${id}`, id % 2, id % 3 === 0 ? null : `c${id}`]);
+      await db.ds.query(sql('INSERT INTO src (id, name, grp, code) VALUES (?, ?, ?, ?)'), [id, `n${id}`, id % 2, id % 3 === 0 ? null : `c${id}`]);
     }
-    await ds.query('CREATE TABLE widgets (widget_id integer PRIMARY KEY, label varchar(40) NOT NULL)');
-    await ds.query(sql('INSERT INTO widgets (widget_id, label) VALUES (?, ?), (?, ?)'), [2, 'b', 1, 'a']);
+    await db.ds.query('CREATE TABLE widgets (widget_id integer PRIMARY KEY, label varchar(40) NOT NULL)');
+    await db.ds.query(sql('INSERT INTO widgets (widget_id, label) VALUES (?, ?), (?, ?)'), [2, 'b', 1, 'a']);
   });
-  after(() => database.drop());
 
   /** Runs a whole job over the source and returns every item it handled. */
   async function drain(name: string, source: Awaited<ReturnType<typeof sqlSource>>, limit = 3) {
     const items: Record<string, unknown>[] = [];
-    await eachBatch(ds, name, source, limit, (batch) => {
+    await eachBatch(db.ds, name, source, limit, (batch) => {
       items.push(...batch);
     });
     return items;
@@ -53,10 +39,10 @@ describe('sqlSource', () => {
 
   it('visits every row once in key order, whatever the gaps, and never uses OFFSET', async () => {
     log.clear();
-    const source = await sqlSource(ds, 'src', 'id');
+    const source = await sqlSource(db.ds, 'src', 'id');
     const seenCursors: Json[] = [];
     const items: Record<string, unknown>[] = [];
-    await eachBatch(ds, 'keyset', async (cursor, limit, tx) => {
+    await eachBatch(db.ds, 'keyset', async (cursor, limit, tx) => {
       seenCursors.push(cursor);
       return source(cursor, limit, tx);
     }, 5, (batch) => {
@@ -75,7 +61,7 @@ describe('sqlSource', () => {
   });
 
   it('never visits rows whose key is NULL', async () => {
-    const items = await drain('nulls', await sqlSource(ds, 'src', 'code'));
+    const items = await drain('nulls', await sqlSource(db.ds, 'src', 'code'));
     const expected = ids.filter((id) => id % 3 !== 0).map((id) => `c${id}`).sort();
     expect(items.map((r) => r.code).sort()).to.deep.equal(expected);
     expect(items.every((r) => r.code !== null)).to.equal(true);
@@ -84,30 +70,30 @@ describe('sqlSource', () => {
   it('binds where parameters and never splices them into SQL', async () => {
     log.clear();
     const evil = "x'); DROP TABLE src; --";
-    const source = await sqlSource(ds, 'src', 'id', { where: 'grp = :g AND name <> :evil', parameters: { g: 1, evil } });
+    const source = await sqlSource(db.ds, 'src', 'id', { where: 'grp = :g AND name <> :evil', parameters: { g: 1, evil } });
     const items = await drain('where', source);
     expect(items.map((r) => Number(r.id))).to.deep.equal(ids.filter((id) => id % 2 === 1).sort((a, b) => a - b));
     const texts = log.queries.map((q) => q.sql).join('\n');
     expect(texts).to.not.include('DROP TABLE');
     expect(log.queries.some((q) => q.parameters.includes(evil))).to.equal(true);
-    expect((await ds.query('SELECT COUNT(*) AS n FROM src')) as unknown[]).to.have.length(1);
+    expect((await db.ds.query('SELECT COUNT(*) AS n FROM src')) as unknown[]).to.have.length(1);
   });
 
   it('selects the given columns and always includes the key', async () => {
-    const items = await drain('columns', await sqlSource(ds, 'src', 'id', { columns: ['name'] }));
+    const items = await drain('columns', await sqlSource(db.ds, 'src', 'id', { columns: ['name'] }));
     expect(items).to.have.length(ids.length);
     for (const item of items) expect(Object.keys(item).sort()).to.deep.equal(['id', 'name']);
   });
 
   it('accepts an entity target and property names', async () => {
-    const items = await drain('entity', await sqlSource(ds, Widget, 'widgetId'));
+    const items = await drain('entity', await sqlSource(db.ds, Widget, 'widgetId'));
     expect(items.map((r) => Number(r.widget_id))).to.deep.equal([1, 2]);
   });
 
   it('refuses keys that are not unique on their own with NON_UNIQUE_KEY (real catalogue)', async () => {
-    await ds.query('CREATE TABLE composite (a integer NOT NULL, b integer NOT NULL, c integer, d integer, e integer, f varchar(20), PRIMARY KEY (a, b))');
-    await ds.query('CREATE UNIQUE INDEX composite_cd ON composite (c, d)');
-    await ds.query('CREATE INDEX src_grp ON src (grp)');
+    await db.ds.query('CREATE TABLE composite (a integer NOT NULL, b integer NOT NULL, c integer, d integer, e integer, f varchar(20), PRIMARY KEY (a, b))');
+    await db.ds.query('CREATE UNIQUE INDEX composite_cd ON composite (c, d)');
+    await db.ds.query('CREATE INDEX src_grp ON src (grp)');
     // Unique indexes that do not make their column unique, as each database can express them:
     // MySQL/MariaDB have no partial indexes; a prefix index covers only the first characters.
     const notUniqueOnTheColumn: [string, string][] =
@@ -117,48 +103,48 @@ describe('sqlSource', () => {
             ['e', 'CREATE UNIQUE INDEX composite_e_partial ON composite (e) WHERE e > 0'],
             ['f', 'CREATE UNIQUE INDEX composite_f_lower ON composite (lower(f))'],
           ];
-    for (const [, ddl] of notUniqueOnTheColumn) await ds.query(ddl);
-    await expectCode(sqlSource(ds, 'src', 'grp'), 'NON_UNIQUE_KEY');
-    await expectCode(sqlSource(ds, 'src', 'name'), 'NON_UNIQUE_KEY');
-    await expectCode(sqlSource(ds, 'composite', 'a'), 'NON_UNIQUE_KEY');
-    await expectCode(sqlSource(ds, 'composite', 'c'), 'NON_UNIQUE_KEY');
-    await expectCode(sqlSource(ds, 'composite', 'e'), 'NON_UNIQUE_KEY');
-    for (const [column] of notUniqueOnTheColumn) await expectCode(sqlSource(ds, 'composite', column), 'NON_UNIQUE_KEY');
-    await ds.query('CREATE UNIQUE INDEX composite_e_full ON composite (e)');
-    expect(await sqlSource(ds, 'composite', 'e')).to.be.a('function');
+    for (const [, ddl] of notUniqueOnTheColumn) await db.ds.query(ddl);
+    await expectCode(sqlSource(db.ds, 'src', 'grp'), 'NON_UNIQUE_KEY');
+    await expectCode(sqlSource(db.ds, 'src', 'name'), 'NON_UNIQUE_KEY');
+    await expectCode(sqlSource(db.ds, 'composite', 'a'), 'NON_UNIQUE_KEY');
+    await expectCode(sqlSource(db.ds, 'composite', 'c'), 'NON_UNIQUE_KEY');
+    await expectCode(sqlSource(db.ds, 'composite', 'e'), 'NON_UNIQUE_KEY');
+    for (const [column] of notUniqueOnTheColumn) await expectCode(sqlSource(db.ds, 'composite', column), 'NON_UNIQUE_KEY');
+    await db.ds.query('CREATE UNIQUE INDEX composite_e_full ON composite (e)');
+    expect(await sqlSource(db.ds, 'composite', 'e')).to.be.a('function');
   });
 
   it('refuses unknown tables and columns, and unsupported key types, with INVALID_ARGUMENT', async () => {
-    await expectCode(sqlSource(ds, 'no_such_table', 'id'), 'INVALID_ARGUMENT');
-    await expectCode(sqlSource(ds, 'src', 'no_such_column'), 'INVALID_ARGUMENT');
-    await expectCode(sqlSource(ds, 'src', 'id', { columns: ['name', 'nope'] }), 'INVALID_ARGUMENT');
-    await expectCode(sqlSource(ds, 'src', 'id', { where: '' }), 'INVALID_ARGUMENT');
+    await expectCode(sqlSource(db.ds, 'no_such_table', 'id'), 'INVALID_ARGUMENT');
+    await expectCode(sqlSource(db.ds, 'src', 'no_such_column'), 'INVALID_ARGUMENT');
+    await expectCode(sqlSource(db.ds, 'src', 'id', { columns: ['name', 'nope'] }), 'INVALID_ARGUMENT');
+    await expectCode(sqlSource(db.ds, 'src', 'id', { where: '' }), 'INVALID_ARGUMENT');
     const timeType = DRIVER === 'postgres' ? 'timestamp' : 'datetime';
     const floatType = DRIVER === 'postgres' ? 'double precision' : DRIVER === 'mysql' ? 'double' : 'real';
-    await ds.query(`CREATE TABLE odd_keys (t ${timeType} UNIQUE, f ${floatType} UNIQUE, s varchar(10) PRIMARY KEY)`);
-    await expectCode(sqlSource(ds, 'odd_keys', 't'), 'INVALID_ARGUMENT');
-    await expectCode(sqlSource(ds, 'odd_keys', 'f'), 'INVALID_ARGUMENT');
-    expect(await sqlSource(ds, 'odd_keys', 's')).to.be.a('function');
+    await db.ds.query(`CREATE TABLE odd_keys (t ${timeType} UNIQUE, f ${floatType} UNIQUE, s varchar(10) PRIMARY KEY)`);
+    await expectCode(sqlSource(db.ds, 'odd_keys', 't'), 'INVALID_ARGUMENT');
+    await expectCode(sqlSource(db.ds, 'odd_keys', 'f'), 'INVALID_ARGUMENT');
+    expect(await sqlSource(db.ds, 'odd_keys', 's')).to.be.a('function');
   });
 
   it('pages a text key in the database order, each row once', async () => {
-    await ds.query('CREATE TABLE words (w varchar(20) PRIMARY KEY)');
+    await db.ds.query('CREATE TABLE words (w varchar(20) PRIMARY KEY)');
     // MySQL's default collation is case-insensitive: there 'apple' would duplicate the key 'Apple'.
     const words = ['pear', 'Apple', ...(DRIVER === 'mysql' ? [] : ['apple']), 'zeta', 'Éclair', '10', '9', 'b'];
-    for (const w of words) await ds.query(sql('INSERT INTO words (w) VALUES (?)'), [w]);
-    const items = await drain('words', await sqlSource(ds, 'words', 'w'), 3);
+    for (const w of words) await db.ds.query(sql('INSERT INTO words (w) VALUES (?)'), [w]);
+    const items = await drain('words', await sqlSource(db.ds, 'words', 'w'), 3);
     expect(items.map((r) => r.w).sort()).to.deep.equal([...words].sort());
   });
 
   if (DRIVER !== 'sqlite') {
     it('keeps a bigint key beyond 2^53 as a decimal string cursor', async () => {
-      await ds.query('CREATE TABLE big (id bigint PRIMARY KEY)');
+      await db.ds.query('CREATE TABLE big (id bigint PRIMARY KEY)');
       const big = ['9007199254740993', '9007199254740995', '9007199254740997', '12', '9223372036854775807'];
-      for (const id of big) await ds.query(sql('INSERT INTO big (id) VALUES (?)'), [id]);
+      for (const id of big) await db.ds.query(sql('INSERT INTO big (id) VALUES (?)'), [id]);
       const cursors: Json[] = [];
-      const source = await sqlSource(ds, 'big', 'id');
+      const source = await sqlSource(db.ds, 'big', 'id');
       const items: Record<string, unknown>[] = [];
-      await eachBatch(ds, 'big', async (cursor, limit, tx) => {
+      await eachBatch(db.ds, 'big', async (cursor, limit, tx) => {
         cursors.push(cursor);
         return source(cursor, limit, tx);
       }, 2, (batch) => {
@@ -171,9 +157,9 @@ describe('sqlSource', () => {
 
   if (DRIVER === 'postgres') {
     it('pages a uuid key (PostgreSQL)', async () => {
-      await ds.query('CREATE TABLE uu (id uuid PRIMARY KEY)');
-      await ds.query('INSERT INTO uu (id) SELECT md5(g::text)::uuid FROM generate_series(1, 7) g');
-      const items = await drain('uuid', await sqlSource(ds, 'uu', 'id'), 2);
+      await db.ds.query('CREATE TABLE uu (id uuid PRIMARY KEY)');
+      await db.ds.query('INSERT INTO uu (id) SELECT md5(g::text)::uuid FROM generate_series(1, 7) g');
+      const items = await drain('uuid', await sqlSource(db.ds, 'uu', 'id'), 2);
       expect(new Set(items.map((r) => r.id)).size).to.equal(7);
     });
   }

@@ -1,39 +1,16 @@
-import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import type { DataSource, EntityManager } from 'typeorm';
-import { CheckpointError, currentManager, type Json, runInTransaction, status, step } from '../src';
+import type { EntityManager } from 'typeorm';
+import { currentManager, type Json, runInTransaction, status, step } from '../src';
 import { kill, startChild } from './support/child';
-import { count, createTestDatabase, DRIVER, LOCK_POLL_MS, rowLockWaiters, sql, type TestDatabase } from './support/database';
-import { createStepEffectsTable, StepEffect } from './fixtures/step-effect';
+import { count, DRIVER, LOCK_POLL_MS, rowLockWaiters, sql, useTestDatabase } from './support/database';
+import { expectCode, rejection } from './support/expect-code';
+import { createStepEffectsTable, effectsLabelled, StepEffect, writeEffect } from './fixtures/step-effect';
 
 const WORKER = 'test/fixtures/step-worker.ts';
 
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  return expect.fail('expected the call to reject');
-}
-
 describe(`step (${DRIVER})`, () => {
-  let database: TestDatabase;
-  let ds: DataSource;
-
-  before(async () => {
-    database = await createTestDatabase('step');
-    ds = await database.open({ entities: [StepEffect] });
-    await createStepEffectsTable(ds);
-  });
-
-  after(async () => {
-    await database?.drop();
-  });
-
-  async function writeEffect(tx: EntityManager, label: string): Promise<void> {
-    await tx.query(sql('INSERT INTO step_effects (id, label) VALUES (?, ?)'), [randomUUID(), label]);
-  }
+  const db = useTestDatabase('step', { entities: [StepEffect] });
+  before(() => createStepEffectsTable(db.ds));
 
   /** A step body that writes one effect labelled `label` and returns the label. */
   function writing(label: string) {
@@ -43,25 +20,23 @@ describe(`step (${DRIVER})`, () => {
     };
   }
 
-  function effects(label: string): Promise<number> {
-    return count(ds, sql('SELECT COUNT(*) FROM step_effects WHERE label = ?'), [label]);
-  }
+  const effects = (label: string) => effectsLabelled(db.ds, label);
 
   describe('the contract', () => {
     it('records the first result together with f’s writes, inside f’s transaction', async () => {
       let seenTx: EntityManager | undefined;
-      const value = await step(ds, 'first', async (tx) => {
+      const value = await step(db.ds, 'first', async (tx) => {
         seenTx = tx;
         expect(tx.queryRunner?.isTransactionActive).to.equal(true);
         expect(currentManager()).to.equal(tx);
-        expect(currentManager(ds)).to.equal(tx);
+        expect(currentManager(db.ds)).to.equal(tx);
         await writeEffect(tx, 'first');
         return { total: 3, tags: ['a'] };
       });
       expect(seenTx).to.not.equal(undefined);
       expect(value).to.deep.equal({ total: 3, tags: ['a'] });
       expect(await effects('first')).to.equal(1);
-      const stored = await status(ds, 'first');
+      const stored = await status(db.ds, 'first');
       expect(stored).to.include({ name: 'first', kind: 'step', done: true });
       expect(stored?.value).to.deep.equal({ total: 3, tags: ['a'] });
       expect(stored?.finishedAt).to.be.a('number');
@@ -74,9 +49,9 @@ describe(`step (${DRIVER})`, () => {
         await writeEffect(tx, 'memo');
         return { call: calls };
       };
-      expect(await step(ds, 'memo', f)).to.deep.equal({ call: 1 });
-      expect(await step(ds, 'memo', f)).to.deep.equal({ call: 1 });
-      expect(await step(ds, 'memo', () => ({ other: true }))).to.deep.equal({ call: 1 });
+      expect(await step(db.ds, 'memo', f)).to.deep.equal({ call: 1 });
+      expect(await step(db.ds, 'memo', f)).to.deep.equal({ call: 1 });
+      expect(await step(db.ds, 'memo', () => ({ other: true }))).to.deep.equal({ call: 1 });
       expect(calls).to.equal(1);
       expect(await effects('memo')).to.equal(1);
     });
@@ -84,16 +59,16 @@ describe(`step (${DRIVER})`, () => {
     it('records nothing when f throws, rolls its writes back and re-raises the same error', async () => {
       const failure = new Error('boom');
       const error = await rejection(
-        step(ds, 'throws', async (tx) => {
+        step(db.ds, 'throws', async (tx) => {
           await writeEffect(tx, 'throws');
           throw failure;
         }),
       );
       expect(error).to.equal(failure);
-      expect(await status(ds, 'throws')).to.equal(null);
+      expect(await status(db.ds, 'throws')).to.equal(null);
       expect(await effects('throws')).to.equal(0);
 
-      const value = await step(ds, 'throws', async (tx) => {
+      const value = await step(db.ds, 'throws', async (tx) => {
         await writeEffect(tx, 'throws');
         return 'second try';
       });
@@ -103,23 +78,23 @@ describe(`step (${DRIVER})`, () => {
 
     it('returns the decoded form, a fresh copy on the first and on every later call', async () => {
       const returned = { list: [1, { deep: 'x' }], n: 1.5 };
-      const first = await step(ds, 'fresh', () => returned);
+      const first = await step(db.ds, 'fresh', () => returned);
       expect(first).to.deep.equal(returned);
       expect(first).to.not.equal(returned);
       (first as { list: unknown[] }).list.push('mutated');
       (first as { n: number }).n = 99;
-      const second = await step<Json>(ds, 'fresh', () => 'unused');
+      const second = await step<Json>(db.ds, 'fresh', () => 'unused');
       expect(second).to.deep.equal({ list: [1, { deep: 'x' }], n: 1.5 });
       (second as { list: unknown[] }).list.length = 0;
-      expect(await step(ds, 'fresh', () => 'unused')).to.deep.equal({ list: [1, { deep: 'x' }], n: 1.5 });
+      expect(await step(db.ds, 'fresh', () => 'unused')).to.deep.equal({ list: [1, { deep: 'x' }], n: 1.5 });
     });
 
     it('keeps JSON values exactly, including strings with U+0000 and nested nulls', async () => {
       const value = { text: 'a\u0000b\u{1F600}', nothing: null, flags: [true, false], big: 2 ** 53 - 1, tiny: 5e-324 };
-      expect(await step(ds, 'exact', () => value)).to.deep.equal(value);
-      expect(await step(ds, 'exact', () => null)).to.deep.equal(value);
-      expect(await step(ds, 'null result', () => null)).to.equal(null);
-      expect(await step(ds, 'null result', () => 1)).to.equal(null);
+      expect(await step(db.ds, 'exact', () => value)).to.deep.equal(value);
+      expect(await step(db.ds, 'exact', () => null)).to.deep.equal(value);
+      expect(await step(db.ds, 'null result', () => null)).to.equal(null);
+      expect(await step(db.ds, 'null result', () => 1)).to.equal(null);
     });
   });
 
@@ -158,27 +133,26 @@ describe(`step (${DRIVER})`, () => {
       for (const [where, place] of placements) {
         it(`${what} ${where}: NON_SERIALIZABLE, f’s writes rolled back, nothing recorded`, async () => {
           const name = `refuse ${what} ${where}`;
-          const error = await rejection(
-            step(ds, name, async (tx) => {
+          await expectCode(
+            step(db.ds, name, async (tx) => {
               await writeEffect(tx, name);
               return place(make()) as Json;
             }),
+            'NON_SERIALIZABLE',
           );
-          expect(error).to.be.instanceOf(CheckpointError);
-          expect((error as CheckpointError).code).to.equal('NON_SERIALIZABLE');
-          expect(await status(ds, name)).to.equal(null);
+          expect(await status(db.ds, name)).to.equal(null);
           expect(await effects(name)).to.equal(0);
         });
       }
     }
 
     it('accepts -0 and returns it as 0, on the first and later calls', async () => {
-      const first = await step(ds, 'negative zero', () => -0);
+      const first = await step(db.ds, 'negative zero', () => -0);
       expect(Object.is(first, 0)).to.equal(true);
-      expect(Object.is(await step(ds, 'negative zero', () => 1), 0)).to.equal(true);
-      const nested = (await step(ds, 'negative zero nested', () => ({ z: [-0] }))) as { z: number[] };
+      expect(Object.is(await step(db.ds, 'negative zero', () => 1), 0)).to.equal(true);
+      const nested = (await step(db.ds, 'negative zero nested', () => ({ z: [-0] }))) as { z: number[] };
       expect(Object.is(nested.z[0], 0)).to.equal(true);
-      expect((await status(ds, 'negative zero'))?.value).to.equal(0);
+      expect((await status(db.ds, 'negative zero'))?.value).to.equal(0);
     });
   });
 
@@ -192,13 +166,13 @@ describe(`step (${DRIVER})`, () => {
         if (DRIVER !== 'sqlite') {
           // Hold the step open until the 7 other callers really wait on its row (or, were they not
           // kept out, until another f body starts).
-          while (bodies === 1 && (await rowLockWaiters(ds)) < 7) {
+          while (bodies === 1 && (await rowLockWaiters(db.ds)) < 7) {
             await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
           }
         }
         return { run };
       };
-      const results = await Promise.all(Array.from({ length: 8 }, () => step(ds, 'eight', f)));
+      const results = await Promise.all(Array.from({ length: 8 }, () => step(db.ds, 'eight', f)));
       expect(bodies).to.equal(1);
       expect(await effects('eight')).to.equal(1);
       for (const result of results) expect(result).to.deep.equal({ run: 1 });
@@ -215,8 +189,8 @@ describe(`step (${DRIVER})`, () => {
         events.push(`${label} end`);
         return label;
       };
-      const results = await runInTransaction(ds, async (tx) => {
-        const both = await Promise.all([step(tx, 'sibling a', body('sibling a')), step(ds, 'sibling b', body('sibling b'))]);
+      const results = await runInTransaction(db.ds, async (tx) => {
+        const both = await Promise.all([step(tx, 'sibling a', body('sibling a')), step(db.ds, 'sibling b', body('sibling b'))]);
         await writeEffect(tx, 'sibling caller');
         return both;
       });
@@ -224,8 +198,8 @@ describe(`step (${DRIVER})`, () => {
       // Serialised: each step's body finished before the other's began.
       expect(events.indexOf('sibling a end') + 1 === events.indexOf('sibling b start') ||
         events.indexOf('sibling b end') + 1 === events.indexOf('sibling a start')).to.equal(true, events.join(', '));
-      expect((await status(ds, 'sibling a'))?.done).to.equal(true);
-      expect((await status(ds, 'sibling b'))?.done).to.equal(true);
+      expect((await status(db.ds, 'sibling a'))?.done).to.equal(true);
+      expect((await status(db.ds, 'sibling b'))?.done).to.equal(true);
       expect(await effects('sibling a')).to.equal(2);
       expect(await effects('sibling b')).to.equal(2);
       expect(await effects('sibling caller')).to.equal(1);
@@ -234,19 +208,19 @@ describe(`step (${DRIVER})`, () => {
     it('rolls both sibling steps back with the caller, and a failing sibling only to its savepoint', async () => {
       const failure = new Error('caller fails');
       const error = await rejection(
-        runInTransaction(ds, async (tx) => {
+        runInTransaction(db.ds, async (tx) => {
           await Promise.all([step(tx, 'rolled a', writing('rolled a')), step(tx, 'rolled b', writing('rolled b'))]);
           throw failure;
         }),
       );
       expect(error).to.equal(failure);
-      expect(await status(ds, 'rolled a')).to.equal(null);
-      expect(await status(ds, 'rolled b')).to.equal(null);
+      expect(await status(db.ds, 'rolled a')).to.equal(null);
+      expect(await status(db.ds, 'rolled b')).to.equal(null);
       expect(await effects('rolled a')).to.equal(0);
       expect(await effects('rolled b')).to.equal(0);
 
       const inner = new Error('one sibling fails');
-      const settled = await runInTransaction(ds, async (tx) =>
+      const settled = await runInTransaction(db.ds, async (tx) =>
         Promise.allSettled([
           step(tx, 'kept', writing('kept')),
           step(tx, 'failed sibling', async (t) => {
@@ -257,9 +231,9 @@ describe(`step (${DRIVER})`, () => {
       );
       expect(settled[0]).to.deep.equal({ status: 'fulfilled', value: 'kept' });
       expect(settled[1]).to.deep.equal({ status: 'rejected', reason: inner });
-      expect((await status(ds, 'kept'))?.done).to.equal(true);
+      expect((await status(db.ds, 'kept'))?.done).to.equal(true);
       expect(await effects('kept')).to.equal(1);
-      expect(await status(ds, 'failed sibling')).to.equal(null);
+      expect(await status(db.ds, 'failed sibling')).to.equal(null);
       expect(await effects('failed sibling')).to.equal(0);
     });
 
@@ -267,8 +241,8 @@ describe(`step (${DRIVER})`, () => {
       const name = 'four processes';
       const lockKey = 727274;
       // MySQL's named locks are server-wide: the name carries this test database's random name.
-      const lockName = `ck_step_race_${database.url.replace(/^.*\//, '')}`;
-      const hold = ds.createQueryRunner();
+      const lockName = `ck_step_race_${db.url.replace(/^.*\//, '')}`;
+      const hold = db.ds.createQueryRunner();
       const children: ReturnType<typeof startChild>[] = [];
       try {
         // The go signal: PostgreSQL — an exclusive advisory lock the workers wait on (shared);
@@ -283,15 +257,15 @@ describe(`step (${DRIVER})`, () => {
           await hold.query('UPDATE step_effects SET id = id WHERE 1 = 0');
         }
         const key = DRIVER === 'mysql' ? lockName : String(lockKey);
-        for (let i = 0; i < 4; i++) children.push(startChild(WORKER, ['race', database.url, name, key]));
+        for (let i = 0; i < 4; i++) children.push(startChild(WORKER, ['race', db.url, name, key]));
         await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
         if (DRIVER === 'postgres') {
           const waiting = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1";
-          while ((await count(ds, waiting, [lockKey])) < 4) await new Promise((resolve) => setTimeout(resolve, 10));
+          while ((await count(db.ds, waiting, [lockKey])) < 4) await new Promise((resolve) => setTimeout(resolve, 10));
           await hold.query('SELECT pg_advisory_unlock($1)', [lockKey]);
         } else if (DRIVER === 'mysql') {
           const waiting = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE ?";
-          while ((await count(ds, waiting, [`%${lockName}%`])) < 4) await new Promise((resolve) => setTimeout(resolve, 10));
+          while ((await count(db.ds, waiting, [`%${lockName}%`])) < 4) await new Promise((resolve) => setTimeout(resolve, 10));
           await hold.query('SELECT RELEASE_LOCK(?)', [lockName]);
         } else {
           await hold.commitTransaction();
@@ -303,7 +277,7 @@ describe(`step (${DRIVER})`, () => {
         expect(new Set(values.map((value) => value.pid)).size).to.equal(1);
         expect(children.map((child) => child.process.pid)).to.include(values[0].pid);
         expect(await effects(name)).to.equal(1);
-        expect((await status(ds, name))?.value).to.deep.equal(values[0]);
+        expect((await status(db.ds, name))?.value).to.deep.equal(values[0]);
       } finally {
         for (const child of children) await kill(child);
         if (hold.isTransactionActive) await hold.rollbackTransaction();
@@ -315,24 +289,24 @@ describe(`step (${DRIVER})`, () => {
   describe('crash inside f', () => {
     it('leaves no record and no writes after SIGKILL; the rerun runs f once', async () => {
       const name = 'crash';
-      const child = startChild(WORKER, ['crash', database.url, name]);
+      const child = startChild(WORKER, ['crash', db.url, name]);
       try {
         await child.waitForLine((line) => line === 'inside f');
       } finally {
         await kill(child);
       }
       expect((await child.exited).signal).to.equal('SIGKILL');
-      expect(await status(ds, name)).to.equal(null);
+      expect(await status(db.ds, name)).to.equal(null);
       expect(await effects(name)).to.equal(0);
 
       let calls = 0;
-      const value = await step(ds, name, async (tx) => {
+      const value = await step(db.ds, name, async (tx) => {
         calls += 1;
         await writeEffect(tx, name);
         return 'recovered';
       });
       expect(value).to.equal('recovered');
-      expect(await step(ds, name, () => 'again')).to.equal('recovered');
+      expect(await step(db.ds, name, () => 'again')).to.equal('recovered');
       expect(calls).to.equal(1);
       expect(await effects(name)).to.equal(1);
     });

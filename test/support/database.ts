@@ -18,8 +18,8 @@ export const DRIVER: Driver = ((): Driver => {
 export const POSTGRES_ADMIN_URL = process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const MYSQL_ADMIN_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
-async function adminQuery<T = unknown>(sql: string): Promise<T> {
-  const admin = new DataSource(dataSourceOptionsFromUrl(DRIVER === 'postgres' ? POSTGRES_ADMIN_URL : MYSQL_ADMIN_URL));
+async function adminQuery<T = unknown>(driver: 'postgres' | 'mysql', sql: string): Promise<T> {
+  const admin = new DataSource(dataSourceOptionsFromUrl(driver === 'postgres' ? POSTGRES_ADMIN_URL : MYSQL_ADMIN_URL));
   await admin.initialize();
   try {
     return (await admin.query(sql)) as T;
@@ -32,40 +32,55 @@ let mysqlScheme: Promise<'mysql' | 'mariadb'> | undefined;
 
 /** `mariadb` when the MySQL-protocol server is MariaDB: TypeORM reads its catalogue right only with that type. */
 function mysqlUrlScheme(): Promise<'mysql' | 'mariadb'> {
-  mysqlScheme ??= adminQuery<{ version: string }[]>('SELECT VERSION() AS version').then((rows) =>
+  mysqlScheme ??= adminQuery<{ version: string }[]>('mysql', 'SELECT VERSION() AS version').then((rows) =>
     /mariadb/i.test(rows[0].version) ? 'mariadb' : 'mysql',
   );
   return mysqlScheme;
 }
 
+export interface OpenOptions {
+  entities?: MixedList<Function | string | EntitySchema>;
+  logging?: DataSourceOptions['logging'];
+  logger?: Logger;
+}
+
 /** A fresh, empty database for one test file (a SQLite file, or a new PostgreSQL/MySQL database). */
 export interface TestDatabase {
   url: string;
+  /** The database's name (on SQLite, the file's name without `.sqlite`). */
+  name: string;
+  /** The SQLite file; undefined on the servers. */
+  file?: string;
   /** Opens a DataSource with the checkpoint entities (plus `entities`) and runs the migrations. */
-  open(options?: { entities?: MixedList<Function | string | EntitySchema>; logging?: DataSourceOptions['logging']; logger?: Logger }): Promise<DataSource>;
+  open(options?: OpenOptions): Promise<DataSource>;
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(label: string): Promise<TestDatabase> {
+/** `driver` defaults to the suites' `DB`; the bench passes its own. */
+export async function createTestDatabase(label: string, driver: Driver = DRIVER): Promise<TestDatabase> {
   const name = `ck_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${randomBytes(4).toString('hex')}`;
   let url: string;
+  let file: string | undefined;
   let drop: () => Promise<void>;
-  if (DRIVER === 'sqlite') {
+  if (driver === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'ck-'));
-    url = `sqlite:${join(dir, `${name}.sqlite`)}`;
+    file = join(dir, `${name}.sqlite`);
+    url = `sqlite:${file}`;
     drop = async () => rmSync(dir, { recursive: true, force: true });
-  } else if (DRIVER === 'postgres') {
-    await adminQuery(`CREATE DATABASE "${name}"`);
+  } else if (driver === 'postgres') {
+    await adminQuery(driver, `CREATE DATABASE "${name}"`);
     url = POSTGRES_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
-    drop = () => adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    drop = () => adminQuery(driver, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   } else {
-    await adminQuery(`CREATE DATABASE \`${name}\``);
+    await adminQuery(driver, `CREATE DATABASE \`${name}\``);
     url = MYSQL_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`).replace(/^[a-z]+:/, `${await mysqlUrlScheme()}:`);
-    drop = () => adminQuery(`DROP DATABASE IF EXISTS \`${name}\``);
+    drop = () => adminQuery(driver, `DROP DATABASE IF EXISTS \`${name}\``);
   }
   const opened: DataSource[] = [];
   return {
     url,
+    name,
+    file,
     async open(options = {}) {
       const dataSource = new DataSource({
         ...dataSourceOptionsFromUrl(url),
@@ -83,6 +98,46 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
       for (const dataSource of opened) if (dataSource.isInitialized) await dataSource.destroy();
       await drop();
     },
+  };
+}
+
+/** A suite's own database, created and opened before its tests and dropped after them. */
+export interface SuiteDatabase {
+  /** The DataSource opened before the suite's tests (checkpoint entities plus the suite's own). */
+  readonly ds: DataSource;
+  readonly url: string;
+  /** Another DataSource on the same database, dropped with it. */
+  open(options?: OpenOptions): Promise<DataSource>;
+}
+
+/**
+ * Registers mocha hooks in the calling `describe`: `before`, a fresh database opened with
+ * `options`; `after`, the DataSources closed and the database dropped. Hooks run in the order they
+ * are registered, so the suite's own `before` (creating its tables) comes after this call.
+ */
+export function useTestDatabase(label: string, options: OpenOptions = {}): SuiteDatabase {
+  let database: TestDatabase | undefined;
+  let dataSource: DataSource | undefined;
+  before(async () => {
+    database = await createTestDatabase(label);
+    dataSource = await database.open(options);
+  });
+  after(async () => {
+    await database?.drop();
+  });
+  const opened = (): TestDatabase => {
+    if (!database) throw new Error(`the test database "${label}" is used before its before hook ran`);
+    return database;
+  };
+  return {
+    get ds() {
+      opened();
+      return dataSource!;
+    },
+    get url() {
+      return opened().url;
+    },
+    open: (more) => opened().open(more),
   };
 }
 
