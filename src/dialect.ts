@@ -49,7 +49,10 @@ export interface Dialect {
   sql(text: string): string;
   /** The placeholder of the n-th bound value (from 1), for SQL around user identifiers, which `sql` must not rewrite. */
   placeholder(n: number): string;
-  /** A parameter value as this driver binds it (SQLite stores a Date as TypeORM does: UTC text). */
+  /**
+   * A parameter value as this driver binds it (SQLite stores a Date as TypeORM does: UTC text, and
+   * a boolean as 1/0). The library's own booleans go through it too.
+   */
   bindable(value: unknown): unknown;
   /** How a user's SQL condition quotes, so its `:name` parameters are found outside literals. */
   readonly lexicon: SqlLexicon;
@@ -274,6 +277,15 @@ const postgres: Dialect = {
   },
 };
 
+/**
+ * As TypeORM's SQLite drivers store a Date ('YYYY-MM-DD HH:MM:SS.SSS' in UTC) and a boolean (1/0):
+ * better-sqlite3 refuses JS booleans, and TypeORM 0.3 passes them through unconverted.
+ */
+function sqliteBindable(value: unknown): unknown {
+  if (value instanceof Date) return value.toISOString().replace('T', ' ').replace('Z', '');
+  return typeof value === 'boolean' ? Number(value) : value;
+}
+
 const sqlite: Dialect = {
   name: 'sqlite',
   exactTextCollation: defaultCollationIsExact,
@@ -283,8 +295,7 @@ const sqlite: Dialect = {
   quote: doubleQuote,
   sql: (text) => text,
   placeholder: () => '?',
-  // As TypeORM's SQLite drivers store a Date: 'YYYY-MM-DD HH:MM:SS.SSS' in UTC.
-  bindable: (value) => (value instanceof Date ? value.toISOString().replace('T', ' ').replace('Z', '') : value),
+  bindable: sqliteBindable,
   lexicon: { backslashEscapes: 'never', dollarQuotes: false },
   insertIgnore(table, columns) {
     const cols = columns.map(doubleQuote).join(', ');

@@ -75,7 +75,7 @@ export async function insertJob(tx: EntityManager, name: string, kind: JobKind, 
   await run(
     tx,
     dialect.insertIgnore(TABLE, ['name', 'kind', 'done', 'fingerprint', 'batches', 'items', 'started_at', 'updated_at'], ['name']),
-    [name, kind, false, fingerprint, 0, 0, now, now],
+    [name, kind, dialect.bindable(false), fingerprint, 0, 0, now, now],
     `creating job "${name}"`,
   );
 }
@@ -131,7 +131,7 @@ export async function updateJob(tx: EntityManager, name: string, values: Record<
   await run(
     tx,
     dialect.sql(`UPDATE ${dialect.quote(TABLE)} SET ${assignments} WHERE ${dialect.quote('name')} = ?`),
-    [...entries.map(([, value]) => value), name],
+    [...entries.map(([, value]) => dialect.bindable(value)), name],
     `updating job "${name}"`,
   );
 }
@@ -159,7 +159,7 @@ export async function selectJobs(
   }
   if (filter.done !== undefined) {
     conditions.push(`${dialect.quote('done')} = ?`);
-    parameters.push(filter.done);
+    parameters.push(dialect.bindable(filter.done));
   }
   if (filter.prefix !== undefined && filter.prefix !== '') {
     // substr, not LIKE: a prefix containing % or _ must match literally.
