@@ -1,6 +1,7 @@
-// Faults users meet while work runs — on PostgreSQL the connections are killed
-// (pg_terminate_backend on this test database's backends, at random moments); on SQLite another
-// process takes the write lock for random stretches while the workers use a short busy timeout.
+// Faults users meet while work runs — on PostgreSQL and MySQL the connections are killed
+// (pg_terminate_backend / KILL CONNECTION on this test database's victim connections, at random
+// moments); on SQLite another process takes the write lock for random stretches while the workers
+// use a short busy timeout.
 // Every failure must be typed (or a user callback's error, passed through unchanged); after
 // rerunning, every row and file is applied exactly once; nothing leaks.
 import { expect } from 'chai';
@@ -12,6 +13,7 @@ import { CheckpointManager, eachBatch, importFile, sqlSource, status, values } f
 import { type Child, kill, startChild } from './support/child';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import {
+  allowVictims,
   codesOf,
   expectNoLeaks,
   expectTypedOrUser,
@@ -34,7 +36,7 @@ interface Faults {
   stop(): Promise<number>;
 }
 
-/** How many faults, how far apart (ms), and (PostgreSQL) whether each kills one connection or all. */
+/** How many faults, how far apart (ms), and (PostgreSQL, MySQL) whether each kills one connection or all. */
 interface FaultPlan {
   max: number;
   gap: [number, number];
@@ -45,7 +47,7 @@ function random(min: number, max: number): number {
   return min + Math.floor(Math.random() * (max - min + 1));
 }
 
-/** PostgreSQL: kills victim connections of the database at random moments. */
+/** PostgreSQL, MySQL: kills victim connections of the database at random moments. */
 function killConnections(admin: DataSource, plan: FaultPlan): Faults {
   let stopped = false;
   let injected = 0;
@@ -118,9 +120,8 @@ function expectFaultError(error: unknown, userErrors: Set<unknown>, codes: strin
   return `${kind}/${codesOf(error).filter((c) => c !== kind)[0] ?? 'none'}`;
 }
 
-// MySQL/MariaDB have their own way to kill connections (KILL CONNECTION); not covered here yet.
-const faultKind = DRIVER === 'postgres' ? 'connections killed' : DRIVER === 'sqlite' ? 'write lock held by another process' : null;
-if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
+const faultKind = DRIVER === 'sqlite' ? 'write lock held by another process' : 'connections killed';
+describe(`faults: ${faultKind} while work runs`, function () {
   let holder: Child | undefined;
   let dir: string;
 
@@ -149,10 +150,11 @@ if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
       holder = startChild(HOLDER, [db.url.replace(/^sqlite:/, '')]);
       await holder.waitForLine((line) => line === 'ready');
     }
+    await allowVictims(db.ds);
   });
 
   async function startFaults(plan: FaultPlan): Promise<Faults> {
-    return DRIVER === 'postgres' ? killConnections(db.ds, plan) : holdWriteLock(holder!, plan);
+    return DRIVER === 'sqlite' ? holdWriteLock(holder!, plan) : killConnections(db.ds, plan);
   }
 
   it('eachBatch (in process): each failed run is typed, reruns resume, every row is applied exactly once', async () => {
@@ -242,8 +244,8 @@ if (faultKind) describe(`faults: ${faultKind} while work runs`, function () {
     }
   });
 
-  const WORKERS = DRIVER === 'postgres' ? 8 : 4;
-  const FILES = DRIVER === 'postgres' ? 400 : 120;
+  const WORKERS = DRIVER === 'sqlite' ? 4 : 8;
+  const FILES = DRIVER === 'sqlite' ? 120 : 400;
   it(`${WORKERS} claim workers (child processes, claimNext + processFile): typed failures, every file completed once with one effect`, async () => {
     const parent = new CheckpointManager(db.ds, { maxRetries: 1000 });
     await parent.register(

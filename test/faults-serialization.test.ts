@@ -8,7 +8,7 @@ import { CheckpointError, CheckpointManager, eachBatch, type Page, step, status 
 import { MAX_ATTEMPTS } from '../src/transaction';
 import { count, DRIVER, LOCK_POLL_MS, sql, useTestDatabase } from './support/database';
 import { expectCode, rejection } from './support/expect-code';
-import { codesOf, expectNoLeaks, openVictim, pause } from './support/fault-checks';
+import { allowVictims, codesOf, expectNoLeaks, openVictim, pause } from './support/fault-checks';
 
 /** Records the SQLSTATE / driver code and SQL of every failed statement. */
 class ErrorLog implements Logger {
@@ -223,6 +223,7 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     const ownTable = DRIVER === 'mysql' ? '`file_checkpoints`' : '"file_checkpoints"';
 
     before(async () => {
+      await allowVictims(db.ds);
       // A short deadlock_timeout on this side only, so the library's statement is the deadlock's victim.
       readCommitted = await openVictim(db.url, { logger: log, extra: { options: '-c deadlock_timeout=50ms' } });
     });

@@ -5,7 +5,7 @@ import { CheckpointError } from '../../src';
 import { DRIVER } from './database';
 import { pause, VICTIM_APP } from './victim';
 
-export { openVictim, pause, terminateVictims, VICTIM_APP, victimOptions } from './victim';
+export { allowVictims, openVictim, pause, terminateVictims, VICTIM_APP, victimOptions } from './victim';
 
 /** Every `code` on the error and its `cause` / `driverError` chain. */
 export function codesOf(error: unknown): string[] {
@@ -70,14 +70,15 @@ export async function expectNoLeaks(dataSource: DataSource, admin: DataSource): 
   }
 }
 
-/** PostgreSQL: waits until no backend of this database carries VICTIM_APP (the processes have exited). */
+/** Waits until no connection to this database belongs to a victim (the processes have exited); not on SQLite. */
 export async function untilVictimsGone(admin: DataSource): Promise<void> {
-  if (DRIVER !== 'postgres') return;
+  if (DRIVER === 'sqlite') return;
+  const victims =
+    DRIVER === 'postgres'
+      ? 'SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1'
+      : 'SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND USER = ?';
   for (let i = 0; ; i++) {
-    const rows = (await admin.query(
-      'SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1',
-      [VICTIM_APP],
-    )) as { n: string }[];
+    const rows = (await admin.query(victims, [VICTIM_APP])) as { n: string }[];
     if (Number(rows[0].n) === 0) return;
     if (i > 500) throw new Error('backends of exited processes are still connected');
     await pause(10);
