@@ -1,8 +1,9 @@
 import { expect } from 'chai';
-import type { EntityManager } from 'typeorm';
-import { eachBatch, list, type Page, reset, type Source, status } from '../src';
-import { count, sql, useTestDatabase } from './support/database';
+import { DataSource, type DataSourceOptions, type EntityManager } from 'typeorm';
+import { checkpointEntities, dataSourceOptionsFromUrl, eachBatch, list, type Page, reset, type Source, status } from '../src';
+import { connectionWaiters, count, DRIVER, sql, useTestDatabase } from './support/database';
 import { expectCode, rejection } from './support/expect-code';
+import { pause } from './support/victim';
 
 /** An in-memory source over 1..n whose cursor is the last number returned; records every call. */
 function numbers(n: number, options: { lastPageNull?: boolean } = {}) {
@@ -210,6 +211,49 @@ describe('eachBatch', () => {
     await eachBatch(db.ds, 'p%_x/1', source, 5, () => undefined);
     expect(calls[0]).to.equal(null);
     await expectCode(list(db.ds, { kind: 'nope' as 'step' }), 'INVALID_ARGUMENT');
+  });
+
+  // Ordered through a DataSource with one connection (SQLite: one anyway, which the library's own
+  // transactions queue for in call order; servers: a pool of one): the reset asks for it while
+  // batch 2 holds it, so it runs once batch 2 commits, and batch 3 waits its turn behind it.
+  it('reset between two batches of a running job: the run stops with INVALID_ARGUMENT, no batch applied twice, the job forgotten', async () => {
+    const job = 'reset-while-running';
+    const { source, calls } = numbers(10);
+    const single = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: checkpointEntities, poolSize: 1 } as DataSourceOptions);
+    await single.initialize();
+    try {
+      let inBatch2!: () => void;
+      const batch2 = new Promise<void>((resolve) => (inBatch2 = resolve));
+      let resetQueued!: () => void;
+      const queued = new Promise<void>((resolve) => (resetQueued = resolve));
+      const run = eachBatch(single, job, source, 2, async (items: number[], tx: EntityManager) => {
+        await write(job)(items, tx);
+        if (items.includes(4)) {
+          inBatch2();
+          await queued;
+        }
+      });
+      await batch2;
+      // Called here, outside the handler: from inside it the reset would join batch 2's transaction.
+      const resetting = reset(single, job);
+      while (connectionWaiters(single) < 1 && DRIVER !== 'sqlite') await pause(1);
+      resetQueued();
+
+      await expectCode(run, 'INVALID_ARGUMENT');
+      expect(await resetting).to.equal(true);
+      expect(calls, 'the source was asked for batch 3').to.deep.equal([null, 2]);
+      expect(await written(job)).to.deep.equal([1, 2, 3, 4]);
+      expect(await status(db.ds, job), 'the stopped run recreated the job').to.equal(null);
+
+      // Forgotten, not undone: once the caller removes the job's writes, a rerun starts over.
+      await db.ds.query(sql('DELETE FROM written WHERE job = ?'), [job]);
+      calls.length = 0;
+      expect(await eachBatch(single, job, source, 2, write(job))).to.deep.equal({ batches: 5, items: 10, done: true, cursor: 10 });
+      expect(calls[0]).to.equal(null);
+      expect(await written(job)).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    } finally {
+      await single.destroy();
+    }
   });
 
   it('keeps the database unchanged when the source returns a malformed page', async () => {

@@ -168,6 +168,17 @@ export async function rowLockWaiters(db: DataSource): Promise<number> {
   return 0;
 }
 
+/**
+ * Callers of `db` waiting for a pooled connection right now (pg-pool's and mysql2's queues; a
+ * SQLite DataSource has one connection, which the library queues for in its own lock: 0).
+ */
+export function connectionWaiters(db: DataSource): number {
+  const driver = db.driver as unknown as { master?: { waitingCount: number }; pool?: { _connectionQueue: { length: number } } };
+  if (DRIVER === 'postgres') return driver.master!.waitingCount;
+  if (DRIVER === 'mysql') return driver.pool!._connectionQueue.length;
+  return 0;
+}
+
 /** `?` placeholders in test SQL, rewritten to `$n` for PostgreSQL. */
 export function sql(text: string): string {
   if (DRIVER !== 'postgres') return text;
