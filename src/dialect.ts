@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import { finished } from 'node:stream/promises';
-import type { DataSource, EntityManager, QueryResult, QueryRunner } from 'typeorm';
+import { type DataSource, type EntityManager, QueryFailedError, type QueryResult, type QueryRunner } from 'typeorm';
 import { InvalidArgumentError } from './errors';
 
 /** The column facts `sqlSource` needs, read from the real database catalogue. */
@@ -27,6 +27,12 @@ export interface SqlLexicon {
   dollarQuotes: boolean;
 }
 
+/** What one of the library's own statements returned: its rows (if any) and the rows it changed. */
+export interface Executed<T = Record<string, unknown>> {
+  rows: T[];
+  affected: number;
+}
+
 export interface TableRef {
   name: string;
   schema?: string;
@@ -45,6 +51,12 @@ export interface Dialect {
   readonly ownTransactionIsolation?: 'READ COMMITTED';
   /** Quotes an identifier (doubling the quote character inside it). */
   quote(identifier: string): string;
+  /**
+   * Runs one of the library's own statements (fixed text in the driver's placeholders, bound
+   * values) on `runner`. PostgreSQL prepares each text once per connection (a named statement):
+   * the hot claim statements then skip parsing and planning. Driver errors are raised unchanged.
+   */
+  execute<T = Record<string, unknown>>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>>;
   /** Rewrites `?` placeholders to the driver's own. Only for the library's own SQL text. */
   sql(text: string): string;
   /** The placeholder of the n-th bound value (from 1), for SQL around user identifiers, which `sql` must not rewrite. */
@@ -155,6 +167,48 @@ async function affectedRows(runner: QueryRunner, sql: string, parameters: unknow
 const SQLITE_INTEGER = /INT/i;
 const SQLITE_TEXT = /CHAR|CLOB|TEXT/i;
 
+/** Through TypeORM's runner: its structured result is where every driver reports rows and changes. */
+async function executeThroughRunner<T>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>> {
+  const result = (await runner.query(sql, parameters, true)) as QueryResult<T>;
+  return { rows: Array.isArray(result.records) ? result.records : [], affected: Number(result.affected ?? 0) };
+}
+
+/** The name each statement text is prepared under: one text, one name, for the life of the process. */
+const preparedNames = new Map<string, string>();
+
+function preparedName(sql: string): string {
+  let name = preparedNames.get(sql);
+  if (name === undefined) {
+    name = `typeorm_checkpoint_${preparedNames.size + 1}`;
+    preparedNames.set(sql, name);
+  }
+  return name;
+}
+
+interface PgClient {
+  query<T>(query: { name: string; text: string; values: unknown[] }): Promise<{ rows: T[]; rowCount: number | null }>;
+}
+
+/**
+ * A named statement on the runner's own connection (inside its transaction), logged and failing
+ * as TypeORM's `query()` would (its query events are not broadcast to subscribers).
+ */
+async function executePrepared<T>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>> {
+  // A released runner still holds its old client, which the pool may have handed to someone else.
+  if (runner.isReleased) throw new Error('The query runner was already released.');
+  const logger = runner.connection.logger;
+  const client = (await runner.connect()) as PgClient;
+  logger.logQuery(sql, parameters, runner);
+  try {
+    const result = await client.query<T>({ name: preparedName(sql), text: sql, values: parameters });
+    return { rows: result.rows, affected: result.rowCount ?? 0 };
+  } catch (error) {
+    logger.logQueryError(error instanceof Error ? error : String(error), sql, parameters, runner);
+    // The same error TypeORM's own query() raises, so callers see one shape on every path.
+    throw new QueryFailedError(sql, parameters, error instanceof Error ? error : new Error(String(error)));
+  }
+}
+
 /** A pooled connection's 'error' event, already handled by the pool or TypeORM when they listen. */
 function ignoreClientError(): void {
   // Nothing to do: the client is unusable from now on, and its next query fails with a typed error.
@@ -209,6 +263,7 @@ const postgres: Dialect = {
   supportsSkipLocked: true,
   singleConnection: false,
   quote: doubleQuote,
+  execute: executePrepared,
   sql(text) {
     let n = 0;
     return text.replace(questionMarks, () => `$${++n}`);
@@ -293,6 +348,7 @@ const sqlite: Dialect = {
   supportsSkipLocked: false,
   singleConnection: true,
   quote: doubleQuote,
+  execute: executeThroughRunner,
   sql: (text) => text,
   placeholder: () => '?',
   bindable: sqliteBindable,
@@ -375,6 +431,7 @@ const mysql: Dialect = {
   // concurrent claims and completions deadlock; READ COMMITTED locks only matching rows, as PostgreSQL.
   ownTransactionIsolation: 'READ COMMITTED',
   quote: backtick,
+  execute: executeThroughRunner,
   sql: (text) => text,
   placeholder: () => '?',
   bindable: (value) => value,

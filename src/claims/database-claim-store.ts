@@ -1,7 +1,7 @@
-import type { EntityManager, QueryResult } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint, FileStatus } from '../../entities/FileCheckpoint';
 import { ownStatementError } from '../database-errors';
-import { type Dialect, dialectOf } from '../dialect';
+import { type Dialect, dialectOf, type Executed } from '../dialect';
 import { CheckpointError, DatabaseError, StoreUnavailableError } from '../errors';
 import { run } from '../job-store';
 import { autocommit, type Db, dataSourceOf, transact } from '../transaction';
@@ -24,6 +24,9 @@ const REGISTER_COLUMNS = [
   'processing_time_ms', 'retry_count', 'max_retries', 'claim_token', 'created_at',
 ];
 const CLAIM_COLUMNS = [...REGISTER_COLUMNS, 'processed_by', 'started_at', 'lease_expires_at'];
+
+/** The store's statement texts, built once per dialect (they depend on nothing else). */
+const statementsByDialect = new WeakMap<Dialect, Map<string, string>>();
 
 /** A `file_checkpoints` row as the drivers return it (pg: int8 as strings). */
 interface FileRow {
@@ -143,15 +146,30 @@ export class DatabaseClaimStore implements ClaimStore {
     }
   }
 
-  /** Runs one statement and returns how many rows it inserted or updated. */
-  private async affected(tx: EntityManager, sql: string, parameters: unknown[], what: string): Promise<number> {
+  /**
+   * Runs one of the store's own statements through the dialect (prepared once per connection on
+   * PostgreSQL). `sql` is built once per dialect and kept under `key`: the claim path is hot.
+   */
+  private async execute<T = FileRow>(tx: EntityManager, key: string, build: () => string, parameters: unknown[], what: string): Promise<Executed<T>> {
     try {
-      // The structured result is the one place every driver reports affected rows (TypeORM 0.3 and 1.x).
-      const result = (await tx.queryRunner!.query(sql, parameters, true)) as QueryResult;
-      return Number(result.affected ?? 0);
+      return await this.dialect.execute<T>(tx.queryRunner!, this.statement(key, build), parameters);
     } catch (error) {
       throw ownStatementError(error, what);
     }
+  }
+
+  private statement(key: string, build: () => string): string {
+    let statements = statementsByDialect.get(this.dialect);
+    if (!statements) {
+      statements = new Map();
+      statementsByDialect.set(this.dialect, statements);
+    }
+    let sql = statements.get(key);
+    if (sql === undefined) {
+      sql = build();
+      statements.set(key, sql);
+    }
+    return sql;
   }
 
   private async readRow(tx: EntityManager, fileUrl: string): Promise<FileRow | undefined> {
@@ -206,18 +224,35 @@ export class DatabaseClaimStore implements ClaimStore {
       claimant.workerId, now, now + claimant.leaseMs,
     ];
     if (d.supportsReturning) {
-      // One statement, no transaction of its own: the upsert's condition already refuses a lease
-      // that expired on the last attempt (readers turn that row into a dead letter before showing it).
-      const sql = `${d.conditionalUpsert(
-        TABLE,
-        CLAIM_COLUMNS,
-        'file_url',
-        this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
-        this.claimable(d.proposed('started_at')),
-      )} RETURNING ${d.quote('claim_token')}`;
+      // One statement, no transaction of its own: claim the existing row by key (a plain UPDATE, the
+      // common case: files are registered or seen before), else insert it — or, when another worker
+      // inserted it meanwhile, apply the claim where the condition holds. The condition already
+      // refuses a lease that expired on the last attempt (readers turn that row into a dead letter).
+      const build = () => {
+        const at = (column: string) => d.placeholder(CLAIM_COLUMNS.indexOf(column) + 1);
+        const assignments = this.claimAssignments(at('processed_by'), at('started_at'), at('lease_expires_at'))
+          .map(([column, value]) => `${d.quote(column)} = ${value}`)
+          .join(', ');
+        const upsert = d.conditionalUpsert(
+          TABLE,
+          CLAIM_COLUMNS,
+          'file_url',
+          this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
+          this.claimable(d.proposed('started_at')),
+        );
+        const [insert, onConflict] = upsert.split(/ VALUES \([^)]*\) /);
+        const values = CLAIM_COLUMNS.map((_, i) => d.placeholder(i + 1)).join(', ');
+        return (
+          `WITH updated AS (UPDATE ${this.table} SET ${assignments} WHERE ${this.existing('file_url')} = ${at('file_url')} ` +
+          `AND ${this.claimable(at('started_at'))} RETURNING ${this.existing('claim_token')}), ` +
+          `inserted AS (${insert} SELECT ${values} WHERE NOT EXISTS (SELECT 1 FROM ${this.table} WHERE ${d.quote('file_url')} = ${at('file_url')}) ` +
+          `${onConflict} RETURNING ${this.existing('claim_token')}) ` +
+          `SELECT ${d.quote('claim_token')} FROM updated UNION ALL SELECT ${d.quote('claim_token')} FROM inserted`
+        );
+      };
       return this.guard(`claiming "${file.fileUrl}"`, () =>
         autocommit(this.db, async (tx) => {
-          const rows = await run<{ claim_token: number | string }[]>(tx, sql, parameters, `claiming "${file.fileUrl}"`);
+          const { rows } = await this.execute<{ claim_token: number | string }>(tx, 'claim', build, parameters, `claiming "${file.fileUrl}"`);
           return rows.length > 0 ? Number(rows[0].claim_token) : null;
         }),
       );
@@ -253,19 +288,22 @@ export class DatabaseClaimStore implements ClaimStore {
     const byType = fileType === undefined ? '' : ` AND ${this.existing('file_type')} = ?`;
     if (this.dialect.supportsReturning) {
       // One statement, no transaction of its own: pick (SKIP LOCKED), claim and return the rows.
-      const assignments = this.claimAssignments('?', '?', '?')
-        .map(([column, value]) => `${q(column)} = ${value}`)
-        .join(', ');
-      const sql = this.sql(
-        `WITH picked AS (SELECT ${q('file_url')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
-          `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
-          `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('file_url')} = picked.${q('file_url')} ` +
-          `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${q('created_at')}, ${q('file_url')}`,
-      );
+      const build = () => {
+        const assignments = this.claimAssignments('?', '?', '?')
+          .map(([column, value]) => `${q(column)} = ${value}`)
+          .join(', ');
+        return this.sql(
+          `WITH picked AS (SELECT ${q('file_url')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
+            `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
+            `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('file_url')} = picked.${q('file_url')} ` +
+            `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${q('created_at')}, ${q('file_url')}`,
+        );
+      };
       const parameters = [now, ...(fileType === undefined ? [] : [fileType]), limit, claimant.workerId, now, now + claimant.leaseMs];
+      const key = fileType === undefined ? 'claimNext' : 'claimNext of type';
       return this.guard('claiming the next files', () =>
         autocommit(this.db, async (tx) =>
-          (await run<FileRow[]>(tx, sql, parameters, 'claiming the next files')).map(toFileCheckpoint),
+          (await this.execute(tx, key, build, parameters, 'claiming the next files')).rows.map(toFileCheckpoint),
         ),
       );
     }
@@ -314,17 +352,14 @@ export class DatabaseClaimStore implements ClaimStore {
 
   private async completeIn(tx: EntityManager, fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
     const q = (column: string) => this.dialect.quote(column);
-    const affected = await this.affected(
-      tx,
+    const build = () =>
       this.sql(
         `UPDATE ${this.table} SET ${q('status')} = 'completed', ${q('records_total')} = ?, ${q('records_filtered')} = ?, ` +
           `${q('records_persisted')} = ?, ${q('processing_time_ms')} = ?, ${q('completed_at')} = ?, ${q('lease_expires_at')} = NULL ` +
           `WHERE ${this.fenced()}`,
-      ),
-      [stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, now, fileUrl, token],
-      `completing "${fileUrl}"`,
-    );
-    return affected > 0;
+      );
+    const parameters = [stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, now, fileUrl, token];
+    return (await this.execute(tx, 'complete', build, parameters, `completing "${fileUrl}"`)).affected > 0;
   }
 
   /** The fencing condition: the presented token is current and the file is still processing. */
@@ -364,34 +399,24 @@ export class DatabaseClaimStore implements ClaimStore {
 
   async fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean> {
     const q = (column: string) => this.dialect.quote(column);
+    const build = () =>
+      this.sql(
+        `UPDATE ${this.table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
+          `WHERE ${this.fenced()}`,
+      );
     return this.guard(`failing "${fileUrl}"`, () =>
-      autocommit(this.db, async (tx) => {
-        const affected = await this.affected(
-          tx,
-          this.sql(
-            `UPDATE ${this.table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
-              `WHERE ${this.fenced()}`,
-          ),
-          [errorMessage, fileUrl, token],
-          `failing "${fileUrl}"`,
-        );
-        return affected > 0;
-      }),
+      autocommit(this.db, async (tx) =>
+        (await this.execute(tx, 'fail', build, [errorMessage, fileUrl, token], `failing "${fileUrl}"`)).affected > 0,
+      ),
     );
   }
 
   async heartbeat(fileUrl: string, token: number, leaseExpiresAt: number): Promise<boolean> {
     const q = (column: string) => this.dialect.quote(column);
-    return this.guard(`extending the lease of "${fileUrl}"`, () =>
-      autocommit(this.db, async (tx) => {
-        const affected = await this.affected(
-          tx,
-          this.sql(`UPDATE ${this.table} SET ${q('lease_expires_at')} = ? WHERE ${this.fenced()}`),
-          [leaseExpiresAt, fileUrl, token],
-          `extending the lease of "${fileUrl}"`,
-        );
-        return affected > 0;
-      }),
+    const build = () => this.sql(`UPDATE ${this.table} SET ${q('lease_expires_at')} = ? WHERE ${this.fenced()}`);
+    const what = `extending the lease of "${fileUrl}"`;
+    return this.guard(what, () =>
+      autocommit(this.db, async (tx) => (await this.execute(tx, 'heartbeat', build, [leaseExpiresAt, fileUrl, token], what)).affected > 0),
     );
   }
 
@@ -452,15 +477,12 @@ export class DatabaseClaimStore implements ClaimStore {
     return this.guard(`requeueing "${fileUrl}"`, () =>
       transact(this.db, async (tx) => {
         await this.expireLastAttempts(tx, now, fileUrl);
-        const affected = await this.affected(
-          tx,
+        const build = () =>
           this.sql(
             `UPDATE ${this.table} SET ${q('status')} = 'pending', ${q('retry_count')} = 0, ${q('error_message')} = NULL, ` +
               `${q('lease_expires_at')} = NULL WHERE ${q('file_url')} = ? AND ${q('status')} = 'failed'`,
-          ),
-          [fileUrl],
-          `requeueing "${fileUrl}"`,
-        );
+          );
+        const { affected } = await this.execute(tx, 'requeue', build, [fileUrl], `requeueing "${fileUrl}"`);
         return affected > 0;
       }),
     );
