@@ -1,5 +1,4 @@
 import type { EventEmitter } from 'node:events';
-import { finished } from 'node:stream/promises';
 import { type DataSource, type EntityManager, QueryFailedError, type QueryResult, type QueryRunner } from 'typeorm';
 import { InvalidArgumentError } from './errors';
 
@@ -83,12 +82,14 @@ export interface Dialect {
    */
   readonly supportsReturning: boolean;
   /**
-   * Bulk-loads `rows` (each an array of column values) into `table` on `runner`, inside its
-   * transaction: COPY … FROM STDIN on PostgreSQL, several times faster than INSERTs. Undefined
-   * where the dialect has no bulk path (callers then use multi-row INSERTs). Driver errors are
-   * raised unchanged.
+   * Bulk-loads the rows of a `CopyText` into `table` on `runner`, inside its transaction: COPY …
+   * FROM STDIN on PostgreSQL, several times faster than INSERTs. `first` (statements with bound
+   * parameters) run just before, in the same round trip; resolves to the rows the last of them
+   * changed (0 without any). When that is none, the rows are not meant to stay (the caller rolls
+   * back), so a failure of the COPY itself is not raised. Undefined where the dialect has no bulk
+   * path (callers then use multi-row INSERTs). Driver errors are raised unchanged.
    */
-  readonly copyRows?: (runner: QueryRunner, table: string, columns: string[], rows: unknown[][]) => Promise<void>;
+  readonly copyRows?: (runner: QueryRunner, table: string, columns: string[], rows: CopyRows, first?: BoundStatement[]) => Promise<number>;
   /** `insertIgnore` of `rows` rows in one statement (rows whose key exists are skipped). */
   insertIgnoreRows(table: string, columns: string[], conflictColumns: string[], rows: number): string;
   /**
@@ -214,28 +215,256 @@ function ignoreClientError(): void {
   // Nothing to do: the client is unusable from now on, and its next query fails with a typed error.
 }
 
-const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
-const COPY_SPECIAL = /[\\\t\n\r]/;
-const COPY_SPECIALS = /[\\\t\n\r]/g;
-
-/** A value in COPY's text format: NULL is \N; backslash, tab and line breaks are escaped. */
-function copyText(value: unknown): string {
-  if (value === null || value === undefined) return '\\N';
-  if (typeof value === 'number') return String(value);
-  const text = String(value);
-  return COPY_SPECIAL.test(text) ? text.replace(COPY_SPECIALS, (c) => COPY_ESCAPES[c]) : text;
+/** A statement of the library's own with its bound parameters (strings, numbers or null). */
+export interface BoundStatement {
+  sql: string;
+  parameters: (string | number | null)[];
 }
 
-/** PostgreSQL's bulk path: the rows as one COPY FROM STDIN on the runner's own connection (its transaction). */
-async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: unknown[][]): Promise<void> {
-  // Loaded here, not at the top: only PostgreSQL users need pg-copy-streams.
-  const { from } = require('pg-copy-streams') as typeof import('pg-copy-streams');
-  const client = (await runner.connect()) as { query<T>(query: T): T };
-  const stream = client.query(from(`COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`));
-  let text = '';
-  for (const row of rows) text += `${row.map(copyText).join('\t')}\n`;
-  stream.end(text);
-  await finished(stream);
+/** Rows in PostgreSQL's COPY text format; `ends[i]` is the byte offset after row `i`. */
+export interface CopyRows {
+  bytes: Buffer;
+  rows: number;
+  ends: Int32Array;
+}
+
+/** The rows after the first `skip`. */
+export function skipCopyRows(rows: CopyRows, skip: number): CopyRows {
+  if (skip <= 0) return rows;
+  const offset = rows.ends[skip - 1];
+  return { bytes: rows.bytes.subarray(offset), rows: rows.rows - skip, ends: rows.ends.subarray(skip, rows.rows).map((end) => end - offset) };
+}
+
+// PostgreSQL ≤ 16 remembers each tuple slot of a COPY's insert buffer (up to 1,000) in a resource
+// owner whose lookup is linear for equal entries: a COPY of n rows costs O(n²). Statements of 60
+// rows stay in its small-array mode (64 entries); all of them go in one round trip.
+const COPY_ROWS_PER_STATEMENT = 60;
+const BACKSLASH = 0x5c;
+const TAB = 0x09;
+const NEWLINE = 0x0a;
+const RETURN = 0x0d;
+const COPY_ESCAPED = { [BACKSLASH]: BACKSLASH, [TAB]: 0x74, [NEWLINE]: 0x6e, [RETURN]: 0x72 } as Record<number, number>;
+
+/**
+ * Writes rows in COPY's text format, in place: fields separated by tabs, rows ended by a line
+ * break, and backslash, tab and line breaks in text escaped. Values go in column order.
+ */
+export class CopyText {
+  private buffer: Buffer = Buffer.allocUnsafe(1 << 16);
+  private length = 0;
+  private rows = 0;
+  private ends: Int32Array = new Int32Array(1024);
+  // What the take before last handed over: reused by the next take (see `take`).
+  private spare: { buffer: Buffer; ends: Int32Array } | null = null;
+
+  get rowCount(): number {
+    return this.rows;
+  }
+
+  /** Bytes already in COPY text form (digits, or text written by another CopyText). */
+  raw(bytes: Uint8Array, start = 0, end = bytes.length): void {
+    this.reserve(end - start);
+    const buffer = this.buffer;
+    let at = this.length;
+    for (let i = start; i < end; i++) buffer[at++] = bytes[i];
+    this.length = at;
+  }
+
+  /** A text value given as its well-formed UTF-8 bytes (without U+0000, which text cannot hold). */
+  utf8(bytes: Uint8Array, start = 0, end = bytes.length): void {
+    this.reserve(2 * (end - start));
+    const buffer = this.buffer;
+    let at = this.length;
+    for (let i = start; i < end; i++) {
+      const byte = bytes[i];
+      if (byte === BACKSLASH || (byte <= RETURN && (byte === TAB || byte === NEWLINE || byte === RETURN))) {
+        buffer[at++] = BACKSLASH;
+        buffer[at++] = COPY_ESCAPED[byte];
+      } else {
+        buffer[at++] = byte;
+      }
+    }
+    this.length = at;
+  }
+
+  text(value: string): void {
+    this.utf8(Buffer.from(value));
+  }
+
+  integer(value: number): void {
+    this.raw(Buffer.from(String(value), 'latin1'));
+  }
+
+  /** Ends a field. */
+  tab(): void {
+    this.reserve(1);
+    this.buffer[this.length++] = TAB;
+  }
+
+  endRow(): void {
+    this.reserve(1);
+    this.buffer[this.length++] = NEWLINE;
+    if (this.rows === this.ends.length) {
+      const grown = new Int32Array(2 * this.ends.length);
+      grown.set(this.ends);
+      this.ends = grown;
+    }
+    this.ends[this.rows++] = this.length;
+  }
+
+  /**
+   * The rows written so far; the writer starts again empty. What is taken stays valid until the
+   * take after next, whose memory it reuses (one chunk is sent while the next one is written).
+   */
+  take(): CopyRows {
+    const taken = { bytes: this.buffer.subarray(0, this.length), rows: this.rows, ends: this.ends };
+    const spare = this.spare;
+    this.spare = { buffer: this.buffer, ends: this.ends };
+    this.buffer = spare?.buffer ?? Buffer.allocUnsafe(this.buffer.length);
+    this.ends = spare?.ends ?? new Int32Array(this.ends.length);
+    this.length = 0;
+    this.rows = 0;
+    return taken;
+  }
+
+  private reserve(bytes: number): void {
+    if (this.length + bytes <= this.buffer.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(2 * this.buffer.length, this.length + bytes));
+    this.buffer.copy(grown, 0, 0, this.length);
+    this.buffer = grown;
+  }
+}
+
+/** A message of PostgreSQL's frontend protocol: type, length (itself included), body. */
+function frontendMessage(type: string, ...body: Buffer[]): Buffer {
+  const length = body.reduce((sum, part) => sum + part.length, 4);
+  const head = Buffer.allocUnsafe(5);
+  head.write(type, 0, 'latin1');
+  head.writeInt32BE(length, 1);
+  return Buffer.concat([head, ...body]);
+}
+
+const cString = (text: string) => Buffer.from(`${text}\0`);
+const int16 = (value: number) => Buffer.from([(value >> 8) & 0xff, value & 0xff]);
+
+function int32(value: number): Buffer {
+  const out = Buffer.allocUnsafe(4);
+  out.writeInt32BE(value);
+  return out;
+}
+
+/** Parse, Bind (text parameters) and Execute of an unnamed statement, for the extended query protocol. */
+function executeMessages(sql: string, parameters: BoundStatement['parameters']): Buffer[] {
+  const values = parameters.map((value) => {
+    if (value === null) return int32(-1);
+    const text = Buffer.from(String(value));
+    return Buffer.concat([int32(text.length), text]);
+  });
+  return [
+    frontendMessage('P', cString(''), cString(sql), int16(0)),
+    frontendMessage('B', cString(''), cString(''), int16(0), int16(values.length), ...values, int16(0)),
+    frontendMessage('E', cString(''), int32(0)),
+  ];
+}
+
+const COPY_DONE = frontendMessage('c');
+const SYNC = frontendMessage('S');
+const copyStatements = new Map<string, Buffer>();
+
+/** Parse, Bind and Execute of a COPY … FROM STDIN, made once per table and columns. */
+function copyStatement(table: string, columns: string[]): Buffer {
+  const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
+  let messages = copyStatements.get(sql);
+  if (!messages) {
+    messages = Buffer.concat(executeMessages(sql, []));
+    copyStatements.set(sql, messages);
+  }
+  return messages;
+}
+
+/** The pg connection's socket, as a query object passed to `client.query` sees it. */
+interface PgConnection {
+  stream: { cork(): void; uncork(): void; write(chunk: Buffer): boolean };
+}
+
+/**
+ * A pipeline of extended-protocol messages ending in Sync, sent as one write through pg's query
+ * queue (pg hands a query object with `submit` the connection, as pg-copy-streams does): the
+ * command tags arrive in order, then ReadyForQuery — or an ErrorResponse, after which the server
+ * skips the rest up to the Sync.
+ */
+class MessagePipeline {
+  readonly tags: string[] = [];
+  readonly done: Promise<void>;
+  private settle!: (error?: unknown) => void;
+
+  constructor(private readonly messages: Buffer[]) {
+    this.done = new Promise<void>((resolve, reject) => (this.settle = (error) => (error === undefined ? resolve() : reject(error))));
+  }
+
+  submit(connection: PgConnection): void {
+    connection.stream.cork();
+    for (const message of this.messages) connection.stream.write(message);
+    connection.stream.uncork();
+  }
+
+  /** pg wraps it with its query timeout, when one is configured. */
+  callback(): void {
+    // Settled through handleReadyForQuery / handleError.
+  }
+
+  handleCommandComplete(message: { text: string }): void {
+    this.tags.push(message.text);
+  }
+
+  handleError(error: unknown): void {
+    this.settle(error ?? new Error('query failed'));
+  }
+
+  handleReadyForQuery(): void {
+    this.settle();
+  }
+
+  // Messages a COPY pipeline does not produce, or needs nothing from.
+  handleCopyInResponse(): void {}
+  handleRowDescription(): void {}
+  handleDataRow(): void {}
+  handleEmptyQuery(): void {}
+  handlePortalSuspended(): void {}
+  handleCopyData(): void {}
+}
+
+/**
+ * PostgreSQL's bulk path on the runner's own connection (its transaction): `first`, then the rows
+ * in COPY FROM STDIN statements of `COPY_ROWS_PER_STATEMENT` rows, all in one round trip.
+ */
+async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: CopyRows, first: BoundStatement[] = []): Promise<number> {
+  // A released runner still holds its old client, which the pool may have handed to someone else.
+  if (runner.isReleased) throw new Error('The query runner was already released.');
+  const client = (await runner.connect()) as { query(query: MessagePipeline): unknown };
+  const messages = first.flatMap((statement) => executeMessages(statement.sql, statement.parameters));
+  const copy = copyStatement(table, columns);
+  for (let row = 0; row < rows.rows; row += COPY_ROWS_PER_STATEMENT) {
+    const from = row === 0 ? 0 : rows.ends[row - 1];
+    const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + COPY_ROWS_PER_STATEMENT) - 1]);
+    messages.push(copy, Buffer.concat([Buffer.from('d'), int32(data.length + 4)]), data, COPY_DONE);
+  }
+  messages.push(SYNC);
+  const pipeline = new MessagePipeline(messages);
+  client.query(pipeline);
+  // The tag of the last of `first` ("UPDATE 1", …) ends with the rows it changed.
+  const decided = () => first.length > 0 && pipeline.tags.length >= first.length;
+  const changed = () => {
+    const tag = pipeline.tags[first.length - 1];
+    return Number(tag.slice(tag.lastIndexOf(' ') + 1)) || 0;
+  };
+  try {
+    await pipeline.done;
+  } catch (error) {
+    if (decided() && changed() === 0) return 0;
+    throw error;
+  }
+  return decided() ? changed() : 0;
 }
 
 /** Nothing to prepare. */

@@ -11,6 +11,7 @@ import type { DataSource } from 'typeorm';
 import { applyChunk, begin, CheckpointError, checkpoint, fileDigest, importFile, values } from '../src';
 import { csvRecords } from '../src/import/csv-records';
 import { count, createTestDatabase, type TestDatabase } from './support/database';
+import { rejection } from './support/expect-code';
 
 type Outcome = { records: string[][]; error: string | null };
 
@@ -108,6 +109,62 @@ describe('importFile fast paths', () => {
       expect(await importFile(ds, 'special', path, { size: 4 })).to.include({ nextIndex: ids.length, done: true });
       const expected = ids.map((id, i): [string, number] => [id, i - 4]);
       expect(new Map(await values(ds, 'special'))).to.deep.equal(new Map(expected));
+    });
+
+    it('stores quote-free ids holding backslashes, tabs, carriage returns and \\N exactly, and values as integers', async () => {
+      // No quote in the file: every record is read in place and written to COPY text from its bytes.
+      const ids = ['back\\slash', 'tab\there', 'carriage\rreturn', '\\N', '\\.', 'ü€😀', ' spaced '];
+      const numbers = ['-0', '007', '-9007199254740991', '9007199254740991', '12', '-3', '0'];
+      const path = join(dir, 'special-plain.csv');
+      writeFileSync(path, `id,value\n${ids.map((id, i) => `${id},${numbers[i]}`).join('\n')}\n`);
+      expect(await importFile(ds, 'special-plain', path, { size: 3 })).to.include({ nextIndex: ids.length, done: true });
+      const expected = ids.map((id, i): [string, number] => [id, Number(numbers[i]) + 0]);
+      expect(new Map(await values(ds, 'special-plain'))).to.deep.equal(new Map(expected));
+    });
+
+    it('checks quote-free rows in place as the slow path would: INVALID_INPUT at the row, nothing written', async () => {
+      const rows = Array.from({ length: 3000 }, (_, i) => `r${i},${i}`);
+      const cases: [string, string][] = [
+        ['float value', 'bad,1e3'],
+        ['sign only', 'bad,-'],
+        ['empty value', 'bad,'],
+        ['value beyond 2^53−1', 'bad,9007199254740992'],
+        ['no value column', 'bad'],
+        ['empty id', ',1'],
+        ['id with U+0000', 'b\u0000d,1'],
+        ['id of 513 characters', `${'é'.repeat(513)},1`],
+        ['duplicate of the first id', 'r0,1'],
+      ];
+      const before = await count(ds, 'SELECT COUNT(*) FROM checkpoint_import_items');
+      for (const [name, text] of cases) {
+        const lines = [...rows];
+        lines[2222] = text;
+        const path = join(dir, 'invalid-plain.csv');
+        writeFileSync(path, `id,value\n${lines.join('\n')}\n`);
+        const error = await rejection(importFile(ds, `invalid-plain-${name}`, path));
+        expect(error, name).to.be.instanceOf(CheckpointError);
+        expect((error as CheckpointError).code, name).to.equal('INVALID_INPUT');
+        expect((error as { index?: number }).index, name).to.equal(2222);
+      }
+      expect(await count(ds, 'SELECT COUNT(*) FROM checkpoint_import_items')).to.equal(before);
+      // 512 characters of two bytes each: over 512 bytes, within the limit.
+      const path = join(dir, 'long-plain.csv');
+      writeFileSync(path, `id,value\n${'é'.repeat(512)},1\nshort,2\n`);
+      expect(await importFile(ds, 'long-plain', path)).to.include({ nextIndex: 2, done: true });
+    });
+
+    it('finds a duplicate non-ASCII id of a quote-free file across the exact set and the hashed runs', async function () {
+      this.timeout(60_000);
+      // 130k rows: past the exact-id budget; row 3 is hashed from its string, its repeat from its bytes.
+      const n = 130_000;
+      const lines = Array.from({ length: n }, (_, i) => `ü-${i}-😀,${i}`);
+      lines[n - 1] = `ü-3-😀,0`;
+      const path = join(dir, 'dup-plain.csv');
+      writeFileSync(path, `id,value\n${lines.join('\n')}\n`);
+      const error = await rejection(importFile(ds, 'dup-plain', path));
+      expect((error as CheckpointError).code).to.equal('INVALID_INPUT');
+      expect((error as { index?: number }).index).to.equal(n - 1);
+      expect(await checkpoint(ds, 'dup-plain')).to.equal(null);
     });
 
     it('refuses a chunk whose id is already stored (applyChunk) with INVALID_INPUT at that row, keeping nothing of it', async () => {

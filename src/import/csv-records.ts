@@ -14,15 +14,109 @@ const LONG_RECORD = 1 << 20;
 type RecordDelimiter = '\r\n' | '\n' | '\r';
 
 /**
+ * Records as byte spans, not strings: field `f` spans bytes `starts[f]…ends[f]` of `bytes`, and
+ * record `r` holds fields `fieldsAt[r]…fieldsAt[r + 1] − 1`. The arrays are reused: a consumer is
+ * done with one group before it asks for the next.
+ */
+export class CsvSpans {
+  bytes: Buffer = Buffer.alloc(0);
+  count = 0;
+  fieldsAt = new Int32Array(1024);
+  starts = new Int32Array(4096);
+  ends = new Int32Array(4096);
+  /** Fields stored, those of an unfinished record included. */
+  fields = 0;
+
+  reset(bytes: Buffer): void {
+    this.bytes = bytes;
+    this.count = 0;
+    this.fields = 0;
+  }
+
+  addField(start: number, end: number): void {
+    if (this.fields === this.starts.length) {
+      this.starts = grown(this.starts);
+      this.ends = grown(this.ends);
+    }
+    this.starts[this.fields] = start;
+    this.ends[this.fields++] = end;
+  }
+
+  /** Ends the record whose fields were added since the last one ended. */
+  endRecord(): void {
+    if (this.count + 2 > this.fieldsAt.length) this.fieldsAt = grown(this.fieldsAt);
+    this.fieldsAt[++this.count] = this.fields;
+  }
+
+  /** Drops the fields of an unfinished record. */
+  dropUnfinished(): void {
+    this.fields = this.fieldsAt[this.count];
+  }
+
+  fieldCount(record: number): number {
+    return this.fieldsAt[record + 1] - this.fieldsAt[record];
+  }
+
+  /** Field `column` of `record` as text, or undefined when the record is shorter. */
+  text(record: number, column: number): string | undefined {
+    if (column >= this.fieldCount(record)) return undefined;
+    const f = this.fieldsAt[record] + column;
+    return this.bytes.toString('utf8', this.starts[f], this.ends[f]);
+  }
+
+  record(record: number): string[] {
+    const fields: string[] = [];
+    for (let f = this.fieldsAt[record]; f < this.fieldsAt[record + 1]; f++) fields.push(this.bytes.toString('utf8', this.starts[f], this.ends[f]));
+    return fields;
+  }
+
+  /** Spans over the UTF-8 of records given as strings (those csv-parse gives). */
+  static of(records: string[][]): CsvSpans {
+    const spans = new CsvSpans();
+    const parts = records.flat();
+    const bytes = Buffer.from(parts.join(''));
+    spans.reset(bytes);
+    let at = 0;
+    for (const record of records) {
+      for (const field of record) {
+        const end = at + Buffer.byteLength(field);
+        spans.addField(at, end);
+        at = end;
+      }
+      spans.endRecord();
+    }
+    return spans;
+  }
+}
+
+function grown(array: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> {
+  const bigger = new Int32Array(array.length * 2);
+  bigger.set(array);
+  return bigger;
+}
+
+/**
  * The records of a CSV byte stream exactly as csv-parse gives them with `bom`,
- * `relax_column_count` and `skip_empty_lines`, in groups. A record without a quote character is
- * split here, in one pass over the bytes (csv-parse looks at each byte through a dozen option
- * checks, the bulk of an import's time); from the first record holding a quote on, the rest of
- * the input goes through csv-parse itself, so quoting and its errors (CsvError) are csv-parse's.
- * Like csv-parse, the record delimiter is the first of \r\n, \n or \r met. A very long record
- * also goes to csv-parse, which reads it incrementally.
+ * `relax_column_count` and `skip_empty_lines`, in groups of strings. See `csvSpans`.
  */
 export async function* csvRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<string[][]> {
+  for await (const spans of csvSpans(blocks)) {
+    const records: string[][] = [];
+    for (let r = 0; r < spans.count; r++) records.push(spans.record(r));
+    yield records;
+  }
+}
+
+/**
+ * The records of a CSV byte stream exactly as csv-parse gives them with `bom`,
+ * `relax_column_count` and `skip_empty_lines`, in groups of byte spans. A record without a quote
+ * character is split here, in one pass over the bytes and without making strings (csv-parse
+ * looks at each byte through a dozen option checks, the bulk of an import's time); from the first
+ * record holding a quote on, the rest of the input goes through csv-parse itself, so quoting and
+ * its errors (CsvError) are csv-parse's. Like csv-parse, the record delimiter is the first of
+ * \r\n, \n or \r met. A very long record also goes to csv-parse, which reads it incrementally.
+ */
+export async function* csvSpans(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvSpans> {
   const iterator = blocks[Symbol.asyncIterator]();
   try {
     yield* scan(iterator);
@@ -32,35 +126,47 @@ export async function* csvRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator
   }
 }
 
-async function* scan(iterator: AsyncIterator<Buffer>): AsyncGenerator<string[][]> {
+async function* scan(iterator: AsyncIterator<Buffer>): AsyncGenerator<CsvSpans> {
   let delimiter: RecordDelimiter | null = null;
-  let pending: Buffer = Buffer.alloc(0);
+  // The unfinished record and the block after it, copied into a buffer of our own: the source may
+  // refill its block buffer once asked for the next one.
+  let work = Buffer.allocUnsafe(0);
+  let pending = 0;
   let bomChecked = false;
-  let records: string[][] = [];
+  const spans = new CsvSpans();
 
   for (;;) {
     const next = await iterator.next();
     const end = next.done === true;
-    let buffer: Buffer = end ? pending : pending.length > 0 ? Buffer.concat([pending, next.value]) : next.value;
+    if (!end) {
+      if (pending + next.value.length > work.length) {
+        const grown = Buffer.allocUnsafe(Math.max(2 * work.length, pending + next.value.length));
+        work.copy(grown, 0, 0, pending);
+        work = grown;
+      }
+      next.value.copy(work, pending);
+    }
+    let buffer: Buffer = work.subarray(0, end ? pending : pending + next.value.length);
     if (!bomChecked) {
       // As csv-parse: wait for three bytes (or the end) before deciding on a BOM.
       if (buffer.length < BOM.length && !end) {
-        pending = buffer;
+        pending = buffer.length;
         continue;
       }
       if (buffer.subarray(0, BOM.length).equals(BOM)) buffer = buffer.subarray(BOM.length);
       bomChecked = true;
     }
 
+    spans.reset(buffer);
     let start = 0; // first byte of the record being read
     let field = 0; // first byte of the field being read
-    let fields: string[] = [];
     let quoted = false;
     const length = buffer.length;
     for (let at = 0; at < length; at++) {
       const byte = buffer[at];
+      if (byte > COMMA) continue;
       if (byte === COMMA) {
-        fields.push(buffer.toString('utf8', field, at));
+        spans.addField(field, at);
         field = at + 1;
         continue;
       }
@@ -83,38 +189,37 @@ async function* scan(iterator: AsyncIterator<Buffer>): AsyncGenerator<string[][]
       }
       if (width === 0) continue; // a line break that is not the record delimiter is data
       if (at > start) {
-        fields.push(buffer.toString('utf8', field, at));
-        records.push(fields);
-        if (records.length === RECORDS_PER_YIELD) {
-          yield records;
-          records = [];
-        }
+        spans.addField(field, at);
+        spans.endRecord();
       } // else: an empty line, skipped
-      fields = [];
       at += width - 1;
       start = at + 1;
       field = start;
     }
 
     if (quoted || length - start > LONG_RECORD) {
-      if (records.length > 0) yield records;
-      yield* parsedByCsvParse(buffer.subarray(start), end ? null : iterator, delimiter);
+      spans.dropUnfinished();
+      if (spans.count > 0) yield spans;
+      // csv-parse keeps what it is given: copies, not the buffers that are refilled.
+      const head = Buffer.from(buffer.subarray(start));
+      for await (const records of parsedByCsvParse(head, end ? null : iterator, delimiter)) yield CsvSpans.of(records);
       return;
     }
     if (end) {
       // The last record needs no line break after it.
       if (length > start) {
-        fields.push(buffer.toString('utf8', field, length));
-        records.push(fields);
+        spans.addField(field, length);
+        spans.endRecord();
       }
-      if (records.length > 0) yield records;
+      if (spans.count > 0) yield spans;
       return;
     }
-    if (records.length >= RECORDS_PER_YIELD / 2) {
-      yield records;
-      records = [];
-    }
-    pending = buffer.subarray(start);
+    spans.dropUnfinished();
+    if (spans.count > 0) yield spans;
+    // The unfinished record moves to the front of the work buffer (the bytes before it are done).
+    const offset = buffer.byteOffset - work.byteOffset;
+    work.copy(work, 0, offset + start, offset + length);
+    pending = length - start;
   }
 }
 
@@ -127,7 +232,7 @@ async function* parsedByCsvParse(
   async function* input(): AsyncGenerator<Buffer> {
     if (head.length > 0) yield head;
     if (rest === null) return;
-    for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
+    for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield Buffer.from(next.value);
   }
   const parser = new Parser({
     relax_column_count: true,

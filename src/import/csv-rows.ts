@@ -1,17 +1,24 @@
 import { CsvError } from 'csv-parse';
 import { InvalidInputError } from '../errors';
-import { csvRecords } from './csv-records';
+import { type CsvSpans, csvSpans } from './csv-records';
 import { checkId, integerFromText, type Row } from './row';
 import { Utf8Text } from './utf8-text';
 
-const ROWS_PER_YIELD = 1024;
-
-interface Header {
+/** Positions of the `id` and `value` columns. */
+export interface CsvHeader {
   id: number;
   value: number;
 }
 
-function headerOf(record: string[]): Header {
+/** Data records `from…spans.count − 1` of a group; the first of them is row `index`. */
+export interface CsvData {
+  spans: CsvSpans;
+  from: number;
+  index: number;
+  header: CsvHeader;
+}
+
+function headerOf(record: string[]): CsvHeader {
   const position = (name: string) => {
     const found = record.flatMap((column, i) => (column === name ? [i] : []));
     if (found.length !== 1) {
@@ -26,19 +33,22 @@ function headerOf(record: string[]): Header {
   return { id: position('id'), value: position('value') };
 }
 
-function rowOf(record: string[], header: Header, index: number): Row {
-  const id = checkId(record[header.id], index);
-  const value = record[header.value];
+/** Record `record` of `spans` as row `index`; INVALID_INPUT when it breaks the row rules. */
+export function csvRowOf(spans: CsvSpans, record: number, header: CsvHeader, index: number): Row {
+  const id = checkId(spans.text(record, header.id), index);
+  const value = spans.text(record, header.value);
   if (value === undefined) throw new InvalidInputError(`Row ${index}: the record has no value column.`, index);
   return { id, value: integerFromText(value, index) };
 }
 
 /**
- * Rows of a CSV file (RFC 4180 quoting, read as csv-parse reads it: see csv-records.ts): a header
- * row with columns named exactly `id` and `value` (others ignored), UTF-8 BOM stripped, `value`
- * matching -?[0-9]+ within ±(2^53−1). `index` counts data records from 0.
+ * The data records of a CSV file as byte spans (RFC 4180 quoting, read as csv-parse reads it: see
+ * csv-records.ts), after a header row with columns named exactly `id` and `value` (others
+ * ignored), UTF-8 BOM stripped. `index` counts data records from 0. The records are not checked
+ * against the row rules (`csvRowOf` does that); the file's structure and its UTF-8 are, with
+ * INVALID_INPUT raised after the records that come before the problem.
  */
-export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
+export async function* csvData(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvData> {
   // csv-parse would decode invalid UTF-8 leniently, so the bytes are checked first and the input
   // ends before the first invalid byte; the record cut there is the one that holds it.
   const utf8 = new Utf8Text();
@@ -58,9 +68,8 @@ export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Ro
     }
     invalidAt = utf8.end();
   }
-  let header: Header | null = null;
+  let header: CsvHeader | null = null;
   let index = 0;
-  let rows: Row[] = [];
   // The data record holding the invalid byte: the one cut short (already read), or the next one
   // when the valid bytes end on a line break.
   const invalidUtf8 = (recordInProgress: boolean) => {
@@ -71,22 +80,18 @@ export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Ro
     );
   };
   try {
-    for await (const records of csvRecords(checked())) {
-      for (const record of records) {
-        if (header === null) {
-          header = headerOf(record);
-          continue;
-        }
-        rows.push(rowOf(record, header, index));
-        index++;
-        if (rows.length === ROWS_PER_YIELD) {
-          yield rows;
-          rows = [];
-        }
+    for await (const spans of csvSpans(checked())) {
+      let from = 0;
+      if (header === null) {
+        header = headerOf(spans.record(0));
+        from = 1;
+      }
+      if (from < spans.count) {
+        yield { spans, from, index, header };
+        index += spans.count - from;
       }
     }
   } catch (error) {
-    if (rows.length > 0) yield rows;
     if (!(error instanceof CsvError)) throw error;
     // A quote left open where the valid bytes end is the cut, not the file's own mistake.
     if (invalidAt >= 0) throw invalidUtf8(true);
@@ -96,7 +101,23 @@ export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Ro
       { cause: error },
     );
   }
-  if (rows.length > 0) yield rows;
   if (invalidAt >= 0) throw invalidUtf8(false);
   if (header === null) throw new InvalidInputError('The CSV is empty: it needs a header row with "id" and "value" columns.');
+}
+
+/**
+ * Rows of a CSV file (see `csvData`), `value` matching -?[0-9]+ within ±(2^53−1), in groups;
+ * INVALID_INPUT with `index` on the first bad row, after the rows before it.
+ */
+export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
+  for await (const { spans, from, index, header } of csvData(blocks)) {
+    const rows: Row[] = [];
+    try {
+      for (let r = from; r < spans.count; r++) rows.push(csvRowOf(spans, r, header, index + r - from));
+    } catch (error) {
+      if (rows.length > 0) yield rows;
+      throw error;
+    }
+    yield rows;
+  }
 }

@@ -1,5 +1,5 @@
 import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
-import { endianness, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { duplicateId } from './parse-rows';
 
@@ -18,10 +18,11 @@ export interface DuplicateIdsOptions {
 }
 
 const ENTRY_BYTES = 16; // hash high word, hash low word, index as a double
-// Entries per read of a run while merging: a buffer of 16 KiB per run.
-const READ_ENTRIES = 1024;
+// Entries per read of a run while merging: 4 MiB of buffers shared by the runs, 16–256 KiB each.
+const READ_BUDGET = (4 << 20) / 16;
+const MIN_READ_ENTRIES = 1024;
+const MAX_READ_ENTRIES = 16 * 1024;
 const WRITE_ENTRIES = 16 * 1024;
-const LITTLE_ENDIAN = endianness() === 'LE';
 
 function mix(h: number): number {
   h ^= h >>> 16;
@@ -31,9 +32,12 @@ function mix(h: number): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
-/** Two independent 32-bit multiplicative hashes of the UTF-16 code units (not for adversarial input: collisions are checked exactly anyway). */
+/**
+ * Two independent 32-bit multiplicative hashes of the UTF-16 code units (not for adversarial
+ * input: collisions are checked exactly anyway). `utf8IdHash` gives the same for the id's UTF-8.
+ */
 export const defaultIdHash: IdHash = (id, out) => {
-  let a = 0x811c9dc5 ^ id.length;
+  let a = 0x811c9dc5;
   let b = 0x2545f491;
   for (let i = 0; i < id.length; i++) {
     const c = id.charCodeAt(i);
@@ -41,42 +45,114 @@ export const defaultIdHash: IdHash = (id, out) => {
     b = Math.imul(b ^ c, 0x5bd1e995);
     b ^= b >>> 13;
   }
-  out[0] = mix(a);
+  out[0] = mix(a ^ id.length);
   out[1] = mix(b ^ id.length);
 };
 
-/** Reads back one sorted run of the temp file, entry by entry. */
+/** `defaultIdHash` of the id whose well-formed UTF-8 is `bytes[start…end)`, without making the string. */
+export function utf8IdHash(bytes: Uint8Array, start: number, end: number, out: Uint32Array): void {
+  let a = 0x811c9dc5;
+  let b = 0x2545f491;
+  let units = 0;
+  for (let i = start; i < end; ) {
+    let c = bytes[i++];
+    if (c >= 0x80) {
+      // Decode the sequence; a code point beyond U+FFFF is two UTF-16 units, as in the string.
+      if (c < 0xe0) c = ((c & 0x1f) << 6) | (bytes[i++] & 0x3f);
+      else if (c < 0xf0) c = ((c & 0x0f) << 12) | ((bytes[i++] & 0x3f) << 6) | (bytes[i++] & 0x3f);
+      else {
+        const point = ((c & 0x07) << 18) | ((bytes[i++] & 0x3f) << 12) | ((bytes[i++] & 0x3f) << 6) | (bytes[i++] & 0x3f);
+        const high = 0xd800 + ((point - 0x10000) >> 10);
+        a = Math.imul(a ^ high, 0x01000193);
+        b = Math.imul(b ^ high, 0x5bd1e995);
+        b ^= b >>> 13;
+        units++;
+        c = 0xdc00 + ((point - 0x10000) & 0x3ff);
+      }
+    }
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 13;
+    units++;
+  }
+  out[0] = mix(a ^ units);
+  out[1] = mix(b ^ units);
+}
+
+/** Reads back one sorted run of the temp file, entry by entry (written and read by this process: native byte order). */
 class RunCursor {
   hi = 0;
   lo = 0;
   index = 0;
-  private buffer = Buffer.alloc(0);
+  private buffer: Buffer = Buffer.alloc(0);
+  private words = new Uint32Array(0);
+  private doubles = new Float64Array(0);
   private at = 0;
+  private entries = 0;
   private read = 0;
 
-  constructor(private readonly file: FileHandle, private readonly start: number, private readonly length: number) {}
+  constructor(
+    private readonly file: FileHandle,
+    private readonly start: number,
+    private readonly length: number,
+    private readonly readEntries: number,
+  ) {}
 
   /** Moves to the next entry; false at the end of the run. Synchronous unless the buffer must be refilled. */
   next(): boolean | Promise<boolean> {
-    if (this.at * ENTRY_BYTES < this.buffer.length) return this.take();
+    if (this.at < this.entries) return this.take();
     if (this.read === this.length) return false;
     return this.refill().then(() => this.take());
   }
 
   private async refill(): Promise<void> {
-    const entries = Math.min(READ_ENTRIES, this.length - this.read);
-    if (this.buffer.length !== entries * ENTRY_BYTES) this.buffer = Buffer.alloc(entries * ENTRY_BYTES);
-    await this.file.read(this.buffer, 0, this.buffer.length, (this.start + this.read) * ENTRY_BYTES);
+    const entries = Math.min(this.readEntries, this.length - this.read);
+    if (this.buffer.length === 0) {
+      const memory = new ArrayBuffer(this.readEntries * ENTRY_BYTES);
+      this.buffer = Buffer.from(memory);
+      this.words = new Uint32Array(memory);
+      this.doubles = new Float64Array(memory);
+    }
+    await this.file.read(this.buffer, 0, entries * ENTRY_BYTES, (this.start + this.read) * ENTRY_BYTES);
     this.read += entries;
+    this.entries = entries;
     this.at = 0;
   }
 
   private take(): boolean {
-    const offset = this.at++ * ENTRY_BYTES;
-    this.hi = this.buffer.readUInt32LE(offset);
-    this.lo = this.buffer.readUInt32LE(offset + 4);
-    this.index = this.buffer.readDoubleLE(offset + 8);
+    const at = this.at++;
+    this.hi = this.words[4 * at];
+    this.lo = this.words[4 * at + 1];
+    this.index = this.doubles[2 * at + 1];
     return true;
+  }
+}
+
+const RADIX = 1 << 16;
+
+/**
+ * Positions 0…count−1 ordered by `keys`, stably: a two-pass LSD radix sort on 16-bit digits,
+ * into `sorted` (through `scratch`); `counts` holds RADIX entries.
+ */
+function sortPositions(keys: Uint32Array, count: number, sorted: Uint32Array, scratch: Uint32Array, counts: Uint32Array): void {
+  counts.fill(0);
+  for (let i = 0; i < count; i++) counts[keys[i] & 0xffff]++;
+  for (let i = 0, sum = 0; i < RADIX; i++) {
+    const c = counts[i];
+    counts[i] = sum;
+    sum += c;
+  }
+  for (let i = 0; i < count; i++) scratch[counts[keys[i] & 0xffff]++] = i;
+  counts.fill(0);
+  for (let i = 0; i < count; i++) counts[keys[i] >>> 16]++;
+  for (let i = 0, sum = 0; i < RADIX; i++) {
+    const c = counts[i];
+    counts[i] = sum;
+    sum += c;
+  }
+  for (let i = 0; i < count; i++) {
+    const position = scratch[i];
+    sorted[counts[keys[position] >>> 16]++] = position;
   }
 }
 
@@ -99,12 +175,12 @@ export class DuplicateIds {
   private readonly hash: IdHash;
   private readonly tempRoot: string;
   private readonly hashOut = new Uint32Array(2);
-  // Current run: sort keys (hash high word above the entry's position) and the entries themselves.
-  private keys: BigUint64Array | null = null;
-  private keyWords: Uint32Array | null = null;
+  // Current run: the hash words and row index of each entry, in the order added.
+  private highs: Uint32Array | null = null;
   private lows: Uint32Array | null = null;
   private indexes: Float64Array | null = null;
   private count = 0;
+  private sorting: { sorted: Uint32Array; scratch: Uint32Array; counts: Uint32Array } | null = null;
   private runs: { start: number; length: number }[] = [];
   private spilled = 0;
   private dir: string | null = null;
@@ -130,7 +206,16 @@ export class DuplicateIds {
       this.exactBytes += 2 * id.length + 64;
       return this.exactBytes > this.exactLimit ? this.leaveExactPhase() : undefined;
     }
-    this.push(id, index);
+    this.hash(id, this.hashOut);
+    this.push(this.hashOut[0], this.hashOut[1], index);
+    return this.count === this.runEntries ? this.spill() : undefined;
+  }
+
+  /** `add` for the id whose well-formed UTF-8 is `bytes[start…end)`: past the exact phase, hashed without making the string. */
+  addBytes(bytes: Buffer, start: number, end: number, index: number): Promise<void> | undefined {
+    if (this.exact || this.hash !== defaultIdHash) return this.add(bytes.toString('utf8', start, end), index);
+    utf8IdHash(bytes, start, end, this.hashOut);
+    this.push(this.hashOut[0], this.hashOut[1], index);
     return this.count === this.runEntries ? this.spill() : undefined;
   }
 
@@ -162,7 +247,8 @@ export class DuplicateIds {
 
   async close(): Promise<void> {
     this.exact = null;
-    this.keys = this.keyWords = this.lows = this.indexes = null;
+    this.highs = this.lows = this.indexes = null;
+    this.sorting = null;
     if (this.file) await this.file.close();
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
     this.file = null;
@@ -173,48 +259,49 @@ export class DuplicateIds {
     const exact = this.exact as Map<string, number>;
     this.exact = null;
     for (const [id, index] of exact) {
-      this.push(id, index);
+      this.hash(id, this.hashOut);
+      this.push(this.hashOut[0], this.hashOut[1], index);
       if (this.count === this.runEntries) await this.spill();
     }
   }
 
-  private push(id: string, index: number): void {
-    if (!this.keys) {
-      this.keys = new BigUint64Array(this.runEntries);
-      this.keyWords = new Uint32Array(this.keys.buffer);
+  private push(high: number, low: number, index: number): void {
+    if (!this.highs) {
+      this.highs = new Uint32Array(this.runEntries);
       this.lows = new Uint32Array(this.runEntries);
       this.indexes = new Float64Array(this.runEntries);
     }
-    this.hash(id, this.hashOut);
-    const words = this.keyWords as Uint32Array;
-    // Key = high hash word × 2^32 + position: a native numeric sort orders the run by hash,
-    // and by position (hence index) among equal hashes.
-    words[2 * this.count + (LITTLE_ENDIAN ? 1 : 0)] = this.hashOut[0];
-    words[2 * this.count + (LITTLE_ENDIAN ? 0 : 1)] = this.count;
-    (this.lows as Uint32Array)[this.count] = this.hashOut[1];
+    this.highs[this.count] = high;
+    (this.lows as Uint32Array)[this.count] = low;
     (this.indexes as Float64Array)[this.count] = index;
     this.count++;
   }
 
+  /** Writes the current run to the temp file sorted by high hash word, in order added among equal words. */
   private async spill(): Promise<void> {
     if (!this.file) {
       this.dir = await mkdtemp(join(this.tempRoot, 'checkpoint-ids-'));
       this.file = await open(join(this.dir, 'runs'), 'w+');
     }
-    const keys = (this.keys as BigUint64Array).subarray(0, this.count).sort();
-    const words = new Uint32Array(keys.buffer, keys.byteOffset, this.count * 2);
+    this.sorting ??= { sorted: new Uint32Array(this.runEntries), scratch: new Uint32Array(this.runEntries), counts: new Uint32Array(RADIX) };
+    const order = this.sorting.sorted;
+    sortPositions(this.highs as Uint32Array, this.count, order, this.sorting.scratch, this.sorting.counts);
+    const highs = this.highs as Uint32Array;
     const lows = this.lows as Uint32Array;
     const indexes = this.indexes as Float64Array;
-    const out = Buffer.alloc(Math.min(this.count, WRITE_ENTRIES) * ENTRY_BYTES);
+    const entries = Math.min(this.count, WRITE_ENTRIES);
+    const memory = new ArrayBuffer(entries * ENTRY_BYTES);
+    const out = Buffer.from(memory);
+    const words = new Uint32Array(memory);
+    const doubles = new Float64Array(memory);
     for (let from = 0; from < this.count; from += WRITE_ENTRIES) {
       const to = Math.min(this.count, from + WRITE_ENTRIES);
       for (let k = from; k < to; k++) {
-        const hi = words[2 * k + (LITTLE_ENDIAN ? 1 : 0)];
-        const position = words[2 * k + (LITTLE_ENDIAN ? 0 : 1)];
-        const offset = (k - from) * ENTRY_BYTES;
-        out.writeUInt32LE(hi, offset);
-        out.writeUInt32LE(lows[position], offset + 4);
-        out.writeDoubleLE(indexes[position], offset + 8);
+        const position = order[k];
+        const at = k - from;
+        words[4 * at] = highs[position];
+        words[4 * at + 1] = lows[position];
+        doubles[2 * at + 1] = indexes[position];
       }
       await this.file.write(out, 0, (to - from) * ENTRY_BYTES, (this.spilled + from) * ENTRY_BYTES);
     }
@@ -229,19 +316,24 @@ export class DuplicateIds {
    */
   private async collisionGroups(): Promise<number[][]> {
     const heap: RunCursor[] = [];
+    const readEntries = Math.max(MIN_READ_ENTRIES, Math.min(MAX_READ_ENTRIES, Math.floor(READ_BUDGET / Math.max(1, this.runs.length))));
     for (const run of this.runs) {
-      const cursor = new RunCursor(this.file as FileHandle, run.start, run.length);
+      const cursor = new RunCursor(this.file as FileHandle, run.start, run.length, readEntries);
       if (await cursor.next()) heapPush(heap, cursor);
     }
     let groups: number[][] = [];
     let kept = 0;
     let limit = Infinity; // groups whose second index is beyond this cannot hold the earliest duplicate
-    // The entries sharing the current high word, in index order.
+    // The entries sharing the current high word, in index order: `sharing` of them, listed in
+    // `lows`/`indexes` only once there are two (most high words are unique).
     const lows: number[] = [];
     const indexes: number[] = [];
     let currentHi = -1;
+    let sharing = 0;
+    let firstLo = 0;
+    let firstIndex = 0;
     const flush = () => {
-      if (lows.length < 2) return;
+      if (sharing < 2) return;
       const byLow = new Map<number, number[]>();
       for (let k = 0; k < lows.length; k++) {
         const list = byLow.get(lows[k]);
@@ -264,12 +356,21 @@ export class DuplicateIds {
       const top = heap[0];
       if (top.hi !== currentHi) {
         flush();
-        lows.length = 0;
-        indexes.length = 0;
         currentHi = top.hi;
+        sharing = 1;
+        firstLo = top.lo;
+        firstIndex = top.index;
+      } else {
+        if (sharing === 1) {
+          lows.length = 0;
+          indexes.length = 0;
+          lows.push(firstLo);
+          indexes.push(firstIndex);
+        }
+        lows.push(top.lo);
+        indexes.push(top.index);
+        sharing++;
       }
-      lows.push(top.lo);
-      indexes.push(top.index);
       let more = top.next();
       if (typeof more !== 'boolean') more = await more;
       if (more) heapFix(heap);

@@ -1,12 +1,17 @@
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../errors';
 import { progressSince, type Progress } from '../progress';
-import { type Db, transact } from '../transaction';
+import { type CopyRows, CopyText, dialectOf, skipCopyRows } from '../dialect';
+import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, transact } from '../transaction';
+import { isRetryable } from '../database-errors';
 import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
+import { checkCsvRows } from './csv-check';
+import type { CsvSpans } from './csv-records';
+import { csvData, type CsvHeader, csvRowOf } from './csv-rows';
 import { DuplicateIds } from './duplicate-ids';
 import { validateSize } from './import-all';
-import { advanceImport, bulkInsertItems, checkStorableId, lockImport, readImport, validateBatch } from './import-store';
+import { advanceImport, bulkInsertItems, checkStorableId, copyAdvancing, copyRowPrefix, copyTransaction, lockImport, readImport, validateBatch } from './import-store';
 import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
@@ -40,6 +45,11 @@ export interface ImportFileResult {
 }
 
 const DEFAULT_SIZE = 1000;
+
+/** True when the built-in table has a bulk path on `db`'s dialect (COPY on PostgreSQL). */
+function bulkPathOf(db: Db): boolean {
+  return dialectOf(dataSourceOf(db)).copyRows !== undefined;
+}
 
 function validateOptions(options: ImportFileOptions): void {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('importFile: options must be an object.');
@@ -85,11 +95,13 @@ export async function importFile(db: Db, batch: string, path: string, options: I
   const startedAt = Date.now();
   let bytes = 0;
   let batches = 0;
-  let chunk: Row[] = [];
-  let chunkStart = result.nextIndex;
-  let index = 0;
-  const commit = async (rows: Row[], start: number) => {
-    const outcome = await commitChunk(db, batch, record.digest, start, rows, handler);
+  // The built-in table takes the dialect's bulk path where it has one: rows go straight to COPY text.
+  const chunk = new ChunkRows(!handler && bulkPathOf(db) ? copyRowPrefix(batch) : null);
+  const committer = chunk.copying ? bulkCommitter(db, batch, record.digest) : null;
+  const commit = async (taken: TakenRows) => {
+    const outcome = taken.copy
+      ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, () => rowsAt(path, format, record, batch, taken.start, taken.copy!.rows))
+      : await commitChunk(db, batch, record.digest, taken.start, taken.rows, handler);
     result.nextIndex = outcome.next;
     if (outcome.written === 0) return;
     result.rows += outcome.written;
@@ -113,33 +125,116 @@ export async function importFile(db: Db, batch: string, path: string, options: I
     // An abort during the chunk in flight stops before the next one, the file's last chunk included.
     if (result.nextIndex >= total || signal?.aborted) return false;
     // Another runner of this import may have committed some of these rows already.
-    const skip = Math.min(chunk.length, Math.max(0, result.nextIndex - chunkStart));
-    const rows = chunk.slice(skip);
-    chunk = [];
-    if (rows.length > 0) committing = commit(rows, chunkStart + skip).catch((error: unknown) => void (failure = { error }));
+    const taken = chunk.take(result.nextIndex);
+    if (taken) committing = commit(taken).catch((error: unknown) => void (failure = { error }));
     return true;
   };
+  // The chunk that ends the file waits for the end of the file: only then is all of it verified.
+  const full = (at: number) => chunk.count === size && at + 1 < total;
+  const stopped = () => ({ ...result, done: result.nextIndex >= total });
 
   try {
-    const blocks = verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read) });
-    for await (const rows of unchanged(readRows(format, blocks), batch, record)) {
-      for (const row of rows) {
-        const at = index++;
-        if (at < result.nextIndex) continue;
-        if (chunk.length === 0) chunkStart = at;
-        chunk.push(row);
-        // The chunk that ends the file waits for the end of the file: only then is all of it verified.
-        if (chunk.length === size && index < total && !(await submit())) return { ...result, done: result.nextIndex >= total };
+    // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
+    const blocks = verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read), reuseBuffer: format === 'csv' });
+    if (format === 'csv' && chunk.copying) {
+      for await (const { spans, from, index, header } of unchanged(csvData(blocks), batch, record)) {
+        for (let r = from; r < spans.count; r++) {
+          const at = index + r - from;
+          if (at < result.nextIndex) continue;
+          chunk.addCsv(spans, r, header, at);
+          if (full(at) && !(await submit())) return stopped();
+        }
+      }
+    } else {
+      let at = 0;
+      for await (const rows of unchanged(readRows(format, blocks), batch, record)) {
+        for (const row of rows) {
+          if (at >= result.nextIndex) {
+            chunk.add(row, at);
+            if (full(at) && !(await submit())) return stopped();
+          }
+          at++;
+        }
       }
     }
-    if (chunk.length > 0) await submit();
+    if (chunk.count > 0) await submit();
     await settle();
   } catch (error) {
     // Never return while a chunk is still committing; the error that stopped the import wins.
     await settle().catch(() => undefined);
     throw error;
+  } finally {
+    await committer?.close();
   }
-  return { ...result, done: result.nextIndex >= total };
+  return stopped();
+}
+
+/** A chunk as `ChunkRows.take` hands it over: Row objects, or COPY text. */
+interface TakenRows {
+  start: number;
+  rows: Row[];
+  copy: CopyRows | null;
+}
+
+/** The rows of the chunk being read: Row objects, or, for the bulk path, COPY text (`prefix` starts each row). */
+class ChunkRows {
+  start = 0;
+  count = 0;
+  private rows: Row[] = [];
+  private readonly text: CopyText | null;
+
+  constructor(private readonly prefix: Buffer | null) {
+    this.text = prefix ? new CopyText() : null;
+  }
+
+  get copying(): boolean {
+    return this.text !== null;
+  }
+
+  add(row: Row, at: number): void {
+    if (this.count++ === 0) this.start = at;
+    if (!this.text) {
+      this.rows.push(row);
+      return;
+    }
+    this.text.raw(this.prefix as Buffer);
+    this.text.text(row.id);
+    this.text.tab();
+    this.text.integer(row.value);
+    this.text.endRow();
+  }
+
+  /** A CSV record pass 1 validated, its id and value bytes copied as they are (bulk path only). */
+  addCsv(spans: CsvSpans, r: number, header: CsvHeader, at: number): void {
+    const first = spans.fieldsAt[r];
+    const fields = spans.fieldsAt[r + 1] - first;
+    if (header.id >= fields || header.value >= fields) {
+      // Not a record pass 1 accepted: csvRowOf says what is wrong with it.
+      this.add(csvRowOf(spans, r, header, at), at);
+      return;
+    }
+    if (this.count++ === 0) this.start = at;
+    const text = this.text as CopyText;
+    const id = first + header.id;
+    const value = first + header.value;
+    text.raw(this.prefix as Buffer);
+    text.utf8(spans.bytes, spans.starts[id], spans.ends[id]);
+    text.tab();
+    text.raw(spans.bytes, spans.starts[value], spans.ends[value]);
+    text.endRow();
+  }
+
+  /** The chunk's rows from `from` on (those before are committed already), or null when none; starts a new chunk. */
+  take(from: number): TakenRows | null {
+    const skip = Math.min(this.count, Math.max(0, from - this.start));
+    const start = this.start + skip;
+    const rows = this.rows.slice(skip);
+    const copy = this.text ? skipCopyRows(this.text.take(), skip) : null;
+    const count = this.count - skip;
+    this.rows = [];
+    this.count = 0;
+    return count > 0 ? { start, rows, copy } : null;
+  }
 }
 
 /** Pass 1: digest and validate the whole file; the number of rows, or null when `signal` stopped it. */
@@ -156,14 +251,20 @@ async function validateSource(
     let index = 0;
     let failure: InvalidInputError | null = null;
     try {
-      for await (const rows of readRows(format, recordedBlocks(path, record))) {
-        for (const row of rows) {
-          if (builtInTable) checkStorableId(row.id, index);
-          const spilling = duplicates.add(row.id, index);
-          if (spilling) await spilling;
-          index++;
+      if (format === 'csv') {
+        const rows = await checkCsvRows(recordedBlocks(path, record, true), duplicates, builtInTable, signal);
+        if (rows === null) return null;
+        index = rows;
+      } else {
+        for await (const rows of readRows(format, recordedBlocks(path, record))) {
+          for (const row of rows) {
+            if (builtInTable) checkStorableId(row.id, index);
+            const spilling = duplicates.add(row.id, index);
+            if (spilling) await spilling;
+            index++;
+          }
+          if (signal?.aborted) return null;
         }
-        if (signal?.aborted) return null;
       }
     } catch (error) {
       if (!(error instanceof InvalidInputError)) throw error;
@@ -196,14 +297,134 @@ async function idsAt(path: string, format: ImportFormat, record: SourceRecord, b
 }
 
 /** In pass 2 the bytes are those pass 1 validated, so a row error can only mean the file changed. */
-async function* unchanged(rows: AsyncGenerator<Row[]>, batch: string, record: SourceRecord): AsyncGenerator<Row[]> {
+async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, record: SourceRecord): AsyncGenerator<T> {
   try {
-    yield* rows;
+    yield* items;
   } catch (error) {
     if (error instanceof InvalidInputError) {
       throw new FingerprintMismatchError(`The file of import "${batch}" changed while it was being imported (digest ${record.digest} when validated).`);
     }
     throw error;
+  }
+}
+
+/** Rows `start…start + count − 1` of the source, read again (to name a row the database refused). */
+async function rowsAt(path: string, format: ImportFormat, record: SourceRecord, batch: string, start: number, count: number): Promise<Row[]> {
+  const found: Row[] = [];
+  let index = 0;
+  for await (const rows of readRows(format, verifiedBlocks(path, record, batch, { recordedOnly: true }))) {
+    for (const row of rows) {
+      if (index >= start && index < start + count) found.push(row);
+      index++;
+    }
+    if (index >= start + count) break;
+  }
+  return found;
+}
+
+/** How bulk chunks commit: each in a transaction of its own, or the caller's savepoint. */
+interface BulkCommitter {
+  /** Commits the chunk with the checkpoint advance; false, nothing kept, when the import is not at `start`. */
+  write(start: number, rows: CopyRows): Promise<boolean>;
+  /** Runs a read of committed state. */
+  read<T>(fn: (manager: EntityManager) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Rolls back a bulk chunk the checkpoint did not advance for. */
+class NotAtStart extends Error {}
+
+/** Through `transact`: joins the caller's transaction (a savepoint per chunk) or opens one per chunk. */
+function sharedCommitter(db: Db, batch: string, digest: string): BulkCommitter {
+  return {
+    async write(start, rows) {
+      try {
+        await transact(db, async (tx) => {
+          if (!(await copyAdvancing(tx, batch, digest, start, rows))) throw new NotAtStart();
+        });
+        return true;
+      } catch (error) {
+        if (error instanceof NotAtStart) return false;
+        throw error;
+      }
+    },
+    read: (fn) => transact(db, fn),
+    close: async () => undefined,
+  };
+}
+
+/**
+ * On a connection the import holds for all of pass 2 (it opens its own transactions): per chunk,
+ * BEGIN, the advance and the COPY in one round trip, then COMMIT — no pool checkout, no separate
+ * round trip to begin. Serialization failures and deadlocks are retried as `transact` retries them.
+ */
+function heldCommitter(dataSource: DataSource, batch: string, digest: string): BulkCommitter {
+  let runner: QueryRunner | null = null;
+  const connection = () => (runner ??= dataSource.createQueryRunner());
+  return {
+    async write(start, rows) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await copyTransaction(connection(), batch, digest, start, rows);
+        } catch (error) {
+          if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** (attempt - 1)));
+      }
+    },
+    // Reads in autocommit on the same connection: a pool of one connection cannot starve them.
+    read: (fn) => fn(connection().manager),
+    async close() {
+      const held = runner;
+      runner = null;
+      await held?.release();
+    },
+  };
+}
+
+/** The committer for an import on `db`: a held connection where the import opens its own transactions. */
+function bulkCommitter(db: Db, batch: string, digest: string): BulkCommitter {
+  const dataSource = dataSourceOf(db);
+  // A configured isolation level applies to TypeORM's transactions, which transact opens.
+  const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
+  if (joinsTransaction(db) || isolation !== undefined) return sharedCommitter(db, batch, digest);
+  return heldCommitter(dataSource, batch, digest);
+}
+
+/**
+ * The bulk path of `commitChunk` for the built-in table: the checkpoint advance and the chunk's
+ * COPY in one transaction. When the checkpoint is not at `start`, the chunk rolls back and the
+ * committed state says why: another runner went past `start` (skip ahead, as commitChunk does),
+ * or CURSOR_MISMATCH / FINGERPRINT_MISMATCH.
+ */
+async function commitCopy(
+  committer: BulkCommitter,
+  batch: string,
+  digest: string,
+  start: number,
+  rows: CopyRows,
+  reread: () => Promise<Row[]>,
+): Promise<{ next: number; written: number }> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      if (await committer.write(start, rows)) return { next: start + rows.rows, written: rows.rows };
+    } catch (error) {
+      // Pass 1 rejected duplicates within the file, so the insert can only clash with rows stored
+      // another way (applyChunk): looked up only now, once the chunk rolled back, to name the row.
+      if (!(error instanceof InvalidInputError)) throw error;
+      const clash = await reread()
+        .then((found) => committer.read((manager) => storedIdClash(manager, batch, start, found)))
+        .catch(() => null);
+      throw clash ?? error;
+    }
+    const stored = await committer.read((manager) => readImport(manager, batch));
+    if (stored === undefined) throw cursorMismatch(batch, stored, start);
+    if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
+    const next = Number(stored.next_index);
+    if (next > start) return { next, written: 0 };
+    // At `start` again by now (a racing runner rolled back): try once more.
+    if (next === start && attempt < MAX_ATTEMPTS) continue;
+    throw cursorMismatch(batch, stored, start);
   }
 }
 

@@ -1,6 +1,6 @@
-import type { EntityManager, QueryResult } from 'typeorm';
+import type { EntityManager, QueryResult, QueryRunner } from 'typeorm';
 import { classifyDatabaseError, ownStatementError } from '../database-errors';
-import { dialectOf } from '../dialect';
+import { type BoundStatement, CopyText, type CopyRows, dialectOf } from '../dialect';
 import { InvalidArgumentError, InvalidInputError } from '../errors';
 import { run } from '../job-store';
 import { dataSourceOf } from '../transaction';
@@ -8,11 +8,12 @@ import type { Row } from './row';
 
 const IMPORTS = 'checkpoint_imports';
 const ITEMS = 'checkpoint_import_items';
+const ITEM_COLUMNS = ['batch', 'id', 'value'];
 // Rows per multi-row INSERT: 3 parameters each stays far below every driver's parameter limit.
 const INSERT_ROWS = 300;
 // Ids per `IN (…)` lookup.
 const LOOKUP_IDS = 500;
-const MAX_ID_LENGTH = 512;
+export const MAX_ID_LENGTH = 512;
 const MAX_BATCH_LENGTH = 255;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
@@ -104,19 +105,82 @@ export async function updateImport(tx: EntityManager, batch: string, values: Rec
  * the row is not in that state (the caller reads it to say why).
  */
 export async function advanceImport(tx: EntityManager, batch: string, digest: string, start: number, next: number): Promise<boolean> {
-  const dialect = sqlOf(tx);
-  const q = (column: string) => dialect.quote(column);
+  const { sql, parameters } = advanceStatement(tx, batch, digest, start, next);
   try {
-    const result = (await tx.queryRunner!.query(
-      dialect.sql(
-        `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ? WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ?`,
-      ),
-      [next, Date.now(), batch, start, digest],
-      true,
-    )) as QueryResult;
+    const result = (await tx.queryRunner!.query(sql, parameters, true)) as QueryResult;
     return Number(result.affected ?? 0) > 0;
   } catch (error) {
     throw ownStatementError(error, `updating import "${batch}"`);
+  }
+}
+
+/** The statement of `advanceImport`. */
+function advanceStatement(tx: EntityManager, batch: string, digest: string, start: number, next: number): BoundStatement {
+  const dialect = sqlOf(tx);
+  const q = (column: string) => dialect.quote(column);
+  return {
+    sql: dialect.sql(
+      `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ? WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ?`,
+    ),
+    parameters: [next, Date.now(), batch, start, digest],
+  };
+}
+
+/** The first fields of every row of `batch` in the built-in table, in COPY text form. */
+export function copyRowPrefix(batch: string): Buffer {
+  const prefix = new CopyText();
+  prefix.text(batch);
+  prefix.tab();
+  return prefix.take().bytes;
+}
+
+/**
+ * `advanceImport` and the bulk insert of `rows` (written by a CopyText in the order batch, id,
+ * value) in one round trip; false, with the rows not to be kept (roll back), when the import is
+ * not at `start`. A duplicate key is INVALID_INPUT for the range (the caller may name the row).
+ */
+export async function copyAdvancing(tx: EntityManager, batch: string, digest: string, start: number, rows: CopyRows): Promise<boolean> {
+  const dialect = sqlOf(tx);
+  const first = advanceStatement(tx, batch, digest, start, start + rows.rows);
+  try {
+    return (await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, [first])) > 0;
+  } catch (error) {
+    throw insertFailure(error, batch, rows.rows, start);
+  }
+}
+
+/**
+ * One chunk of the bulk path as a transaction of its own on `runner` (a connection the import
+ * holds, outside any transaction): BEGIN, the checkpoint advance and the COPY of `rows` in one
+ * round trip, then COMMIT — or ROLLBACK, resolving to false, when the import is not at `start`.
+ * On any error the transaction is rolled back and the error raised as `copyAdvancing` raises it.
+ */
+export async function copyTransaction(runner: QueryRunner, batch: string, digest: string, start: number, rows: CopyRows): Promise<boolean> {
+  const tx = runner.manager;
+  const dialect = sqlOf(tx);
+  let advanced: boolean;
+  try {
+    const first = [{ sql: 'BEGIN', parameters: [] }, advanceStatement(tx, batch, digest, start, start + rows.rows)];
+    advanced = (await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, first)) > 0;
+  } catch (error) {
+    await rollbackQuietly(runner);
+    throw insertFailure(error, batch, rows.rows, start);
+  }
+  try {
+    await runner.query(advanced ? 'COMMIT' : 'ROLLBACK');
+  } catch (error) {
+    // A failed COMMIT ends the transaction; the connection may be gone, so the rollback may fail too.
+    await rollbackQuietly(runner);
+    throw ownStatementError(error, advanced ? 'committing' : 'rolling back');
+  }
+  return advanced;
+}
+
+async function rollbackQuietly(runner: QueryRunner): Promise<void> {
+  try {
+    await runner.query('ROLLBACK');
+  } catch {
+    // The connection is gone: the server discards the transaction itself.
   }
 }
 
@@ -153,19 +217,28 @@ export async function insertItems(tx: EntityManager, batch: string, rows: Row[],
 export async function bulkInsertItems(tx: EntityManager, batch: string, rows: Row[], start: number): Promise<void> {
   const dialect = sqlOf(tx);
   if (!dialect.copyRows) return insertItems(tx, batch, rows, start);
+  const text = new CopyText();
+  const prefix = copyRowPrefix(batch);
+  for (const row of rows) {
+    text.raw(prefix);
+    text.text(row.id);
+    text.tab();
+    text.integer(row.value);
+    text.endRow();
+  }
   try {
-    await dialect.copyRows(tx.queryRunner!, ITEMS, ['batch', 'id', 'value'], rows.map((row) => [batch, row.id, row.value]));
+    await dialect.copyRows(tx.queryRunner!, ITEMS, ITEM_COLUMNS, text.take());
   } catch (error) {
-    throw insertFailure(error, batch, rows, start);
+    throw insertFailure(error, batch, rows.length, start);
   }
 }
 
 /** A duplicate key is the caller's input error, not a database failure. */
-function insertFailure(error: unknown, batch: string, rows: Row[], start: number): Error {
+function insertFailure(error: unknown, batch: string, rows: number, start: number): Error {
   if (classifyDatabaseError(error) === 'unique') {
     return new InvalidInputError(
-      `Rows ${start}–${start + rows.length - 1}: an id is already stored in import "${batch}".`,
-      rows.length === 1 ? start : undefined,
+      `Rows ${start}–${start + rows - 1}: an id is already stored in import "${batch}".`,
+      rows === 1 ? start : undefined,
       { cause: error },
     );
   }
@@ -184,7 +257,7 @@ export async function insertItemRange(tx: EntityManager, batch: string, rows: Ro
       parameters,
     );
   } catch (error) {
-    throw insertFailure(error, batch, rows, start);
+    throw insertFailure(error, batch, rows.length, start);
   }
 }
 

@@ -64,10 +64,14 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
   }
 }
 
-/** Pass 1: yields the file's blocks while recording the running digest after each one. */
-export async function* recordedBlocks(path: string, record: SourceRecord): AsyncGenerator<Buffer> {
+/**
+ * Pass 1: yields the file's blocks while recording the running digest after each one. With
+ * `reuseBuffer`, for a consumer done with a block before it asks for the next, every block is
+ * the same buffer.
+ */
+export async function* recordedBlocks(path: string, record: SourceRecord, reuseBuffer = false): AsyncGenerator<Buffer> {
   const hash = createHash('sha256');
-  for await (const block of fileBlocks(path)) {
+  for await (const block of fileBlocks(path, BLOCK_SIZE, reuseBuffer)) {
     hash.update(block);
     record.blockDigests.push(hash.copy().digest());
     record.bytes += block.length;
@@ -85,12 +89,12 @@ export async function* verifiedBlocks(
   path: string,
   record: SourceRecord,
   batch: string,
-  options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean } = {},
+  options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean; reuseBuffer?: boolean } = {},
 ): AsyncGenerator<Buffer> {
   const hash: Hash = createHash('sha256');
   let count = 0;
   let bytes = 0;
-  for await (const block of fileBlocks(path)) {
+  for await (const block of fileBlocks(path, BLOCK_SIZE, options.reuseBuffer)) {
     // A second look at a source whose pass 1 stopped early ends where pass 1 ended.
     if (options.recordedOnly && count === record.blockDigests.length) return;
     hash.update(block);
