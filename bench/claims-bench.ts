@@ -167,9 +167,22 @@ export async function claimsBench(options: ClaimsBenchOptions): Promise<BenchRes
       candidate: goRound('claimNext', claimNextPool, prepareLibrary),
       baseline: graphileRound,
     });
-    await claimNextPool.close();
     await graphilePool.close();
     await utils.release();
+
+    // The same guarantee written by hand with TypeORM (claim 10, then a transaction per file holding
+    // the fenced completion): what processFile's transaction costs by itself, beside graphile-worker's
+    // completion, which is one autocommit statement not atomic with the job's own writes.
+    const sqlNextPool = await claimPool('sql-next-tx');
+    log(`  claimNext(10)+processFile vs the same by hand with TypeORM, ${files} files…`);
+    const byHand = await sideBySide({
+      warmups: options.warmups,
+      repeats: options.repeats,
+      candidate: goRound('claimNext', claimNextPool, prepareLibrary),
+      baseline: goRound('sql-next-tx', sqlNextPool, prepareSql),
+    });
+    await claimNextPool.close();
+    await sqlNextPool.close();
 
     // 4. pg-boss, batch 1 and 10, for reference.
     log('  pg-boss: migrating…');
@@ -202,6 +215,7 @@ export async function claimsBench(options: ClaimsBenchOptions): Promise<BenchRes
       result(`claimNext(10)+processFile vs graphile-worker 0.17 (local queue 10), ${label}`, queue.candidate, 'files/s', queue.baseline, queue.ratio, {
         min: 1,
       }),
+      result(`claimNext(10)+processFile vs hand-written claim 10 + a TypeORM transaction per file, ${label}`, byHand.candidate, 'files/s', byHand.baseline, byHand.ratio, null),
       result(`pg-boss 10 fetch/complete batch 1, ${label}`, median(bossRates[1]), 'files/s', null, null, null),
       result(`pg-boss 10 fetch/complete batch 10, ${label}`, median(bossRates[10]), 'files/s', null, null, null),
     ];

@@ -3,9 +3,11 @@
 //   sql-file    the same walk with a hand-written per-file FOR UPDATE SKIP LOCKED claim + fenced complete
 //   sql-queue   a hand-written queue loop: claim the next pending file FOR UPDATE SKIP LOCKED, complete it
 //   claim-next  CheckpointManager.claimNext(10) + processFile
+//   sql-next-tx the same by hand with TypeORM: claim 10 (SKIP LOCKED) in one statement, then per file a
+//               transaction holding the fenced completion (where the file's own writes would go)
 // Each "go" line runs one round over the prepared queue and ends with "done"; "exit" ends the process.
 import 'reflect-metadata';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { CheckpointManager, checkpointEntities, dataSourceOptionsFromUrl } from '../../src';
 import { commands, emit, FILE_TIMESTAMP, FILE_TYPE, fileUrl, flush, processStats } from './worker-protocol';
 
@@ -61,7 +63,7 @@ const COMPLETE = `UPDATE bench_claims SET status = 'completed', records_total = 
     records_persisted = $5, processing_time_ms = $6, completed_at = $7, lease_expires_at = NULL
   WHERE file_url = $1 AND claim_token = $2 AND status = 'processing'`;
 
-async function complete(dataSource: DataSource, url: string, token: unknown, i: number): Promise<void> {
+async function complete(dataSource: DataSource | EntityManager, url: string, token: unknown, i: number): Promise<void> {
   const stats = processStats(i);
   const [, affected] = (await dataSource.query(COMPLETE, [
     url, token, stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, Date.now(),
@@ -90,6 +92,24 @@ async function sqlQueueRound(dataSource: DataSource): Promise<void> {
   }
 }
 
+const CLAIM_TEN = `UPDATE bench_claims f SET status = 'processing', claim_token = f.claim_token + 1, processed_by = $1,
+    started_at = $2, lease_expires_at = $3
+  FROM (SELECT file_url FROM bench_claims WHERE status = 'pending' ORDER BY created_at, file_url LIMIT 10 FOR UPDATE SKIP LOCKED) picked
+  WHERE f.file_url = picked.file_url RETURNING f.file_url, f.claim_token`;
+
+async function sqlNextTxRound(dataSource: DataSource): Promise<void> {
+  for (;;) {
+    const now = Date.now();
+    const [rows] = (await dataSource.query(CLAIM_TEN, [workerId, now, now + LEASE_MS])) as [{ file_url: string; claim_token: string }[], number];
+    if (rows.length === 0) return;
+    for (const row of rows) {
+      const i = indexOf(row.file_url);
+      await dataSource.transaction((tx) => complete(tx, row.file_url, row.claim_token, i));
+      emit(`ok ${i}`);
+    }
+  }
+}
+
 async function main(): Promise<void> {
   const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(url), entities: checkpointEntities });
   await dataSource.initialize();
@@ -102,6 +122,7 @@ async function main(): Promise<void> {
     else if (mode === 'claim-next') await claimNextRound(manager);
     else if (mode === 'sql-file') await sqlFileRound(dataSource);
     else if (mode === 'sql-queue') await sqlQueueRound(dataSource);
+    else if (mode === 'sql-next-tx') await sqlNextTxRound(dataSource);
     else throw new Error(`unknown mode ${mode}`);
     emit('done');
     flush();
