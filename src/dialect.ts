@@ -188,22 +188,33 @@ function preparedName(sql: string): string {
 
 interface PgClient {
   query<T>(query: { name: string; text: string; values: unknown[] }): Promise<{ rows: T[]; rowCount: number | null }>;
+  connection?: { parsedStatements?: Record<string, string> };
 }
+
+/** PostgreSQL's invalid_sql_statement_name: the connection lost its prepared statements (DEALLOCATE, DISCARD ALL). */
+const UNKNOWN_PREPARED_STATEMENT = '26000';
 
 /**
  * A named statement on the runner's own connection (inside its transaction), logged and failing
  * as TypeORM's `query()` would (its query events are not broadcast to subscribers).
  */
-async function executePrepared<T>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>> {
+async function executePrepared<T>(runner: QueryRunner, sql: string, parameters: unknown[], again = true): Promise<Executed<T>> {
   // A released runner still holds its old client, which the pool may have handed to someone else.
   if (runner.isReleased) throw new Error('The query runner was already released.');
   const logger = runner.connection.logger;
   const client = (await runner.connect()) as PgClient;
+  const name = preparedName(sql);
   logger.logQuery(sql, parameters, runner);
   try {
-    const result = await client.query<T>({ name: preparedName(sql), text: sql, values: parameters });
+    const result = await client.query<T>({ name, text: sql, values: parameters });
     return { rows: result.rows, affected: result.rowCount ?? 0 };
   } catch (error) {
+    if ((error as { code?: unknown }).code === UNKNOWN_PREPARED_STATEMENT && client.connection?.parsedStatements) {
+      // pg believes the statement is prepared on this connection, but the server dropped it: forget
+      // it, so it is prepared again — now if nothing else is in this transaction, else next time.
+      delete client.connection.parsedStatements[name];
+      if (again && !runner.isTransactionActive) return executePrepared(runner, sql, parameters, false);
+    }
     logger.logQueryError(error instanceof Error ? error : String(error), sql, parameters, runner);
     // The same error TypeORM's own query() raises, so callers see one shape on every path.
     throw new QueryFailedError(sql, parameters, error instanceof Error ? error : new Error(String(error)));

@@ -556,6 +556,32 @@ describe(`CheckpointManager (${DRIVER})`, function () {
       }
     });
 
+    if (DRIVER === 'postgres') {
+      it('recovers when the connection dropped its prepared statements (DEALLOCATE ALL)', async () => {
+        const single = await database.open({ extra: { max: 1 } }); // every statement on one connection
+        try {
+          const manager = new CheckpointManager(single);
+          const fileUrl = (name: string) => `deallocated/${randomUUID()}/${name}`;
+          const [a, b, c] = [fileUrl('a'), fileUrl('b'), fileUrl('c')];
+          expect(await manager.claimFile(a, 't', TS)).to.equal(true);
+          await single.query('DEALLOCATE ALL');
+          // A statement on its own is prepared again and rerun at once.
+          expect(await manager.claimFile(b, 't', TS)).to.equal(true);
+          await manager.completeFile(b, STATS);
+          // Inside processFile's transaction the failed completion rolls back; the retry prepares it again.
+          await single.query('DEALLOCATE ALL');
+          await rejection(manager.processFile(a, 't', TS, () => STATS), 'STORE_UNAVAILABLE');
+          expect(await manager.get(a)).to.include({ status: 'failed' });
+          expect((await manager.processFile(a, 't', TS, () => STATS)).claimed).to.equal(true);
+          expect(await manager.claimFile(c, 't', TS)).to.equal(true);
+          expect((await manager.summary()).completed).to.be.at.least(2);
+          expect(await manager.get(a)).to.include({ status: 'completed', retryCount: 1 });
+        } finally {
+          await single.destroy();
+        }
+      });
+    }
+
     it('a destroyed DataSource (or a getter returning one) is STORE_UNAVAILABLE with a cause', async () => {
       const closed = await database.open();
       await closed.destroy();

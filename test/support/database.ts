@@ -42,6 +42,8 @@ export interface OpenOptions {
   entities?: MixedList<Function | string | EntitySchema>;
   logging?: DataSourceOptions['logging'];
   logger?: Logger;
+  /** The driver's own options (e.g. `{ max: 1 }`: a pool of one connection). */
+  extra?: Record<string, unknown>;
 }
 
 /** A fresh, empty database for one test file (a SQLite file, or a new PostgreSQL/MySQL database). */
@@ -88,6 +90,7 @@ export async function createTestDatabase(label: string, driver: Driver = DRIVER)
         migrations: checkpointMigrations,
         logging: options.logging ?? (options.logger ? true : false),
         ...(options.logger ? { logger: options.logger } : {}),
+        ...(options.extra ? { extra: options.extra } : {}),
       });
       await dataSource.initialize();
       await dataSource.runMigrations();
