@@ -32,51 +32,45 @@ function mix(h: number): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
+// Room for the UTF-8 of most ids, so hashing a string allocates nothing.
+const HASH_SCRATCH = Buffer.allocUnsafe(3 * 1024);
+
 /**
- * Two independent 32-bit multiplicative hashes of the UTF-16 code units (not for adversarial
- * input: collisions are checked exactly anyway). `utf8IdHash` gives the same for the id's UTF-8.
+ * Two independent 32-bit hashes of the id's UTF-8, as `utf8IdHash` (not for adversarial input:
+ * collisions are checked exactly anyway; a lone surrogate reads as U+FFFD, a mere collision).
  */
 export const defaultIdHash: IdHash = (id, out) => {
-  let a = 0x811c9dc5;
-  let b = 0x2545f491;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
-    b ^= b >>> 13;
-  }
-  out[0] = mix(a ^ id.length);
-  out[1] = mix(b ^ id.length);
+  const bytes = 3 * id.length <= HASH_SCRATCH.length ? HASH_SCRATCH : Buffer.allocUnsafe(3 * id.length);
+  utf8IdHash(bytes, 0, bytes.write(id), out);
 };
 
-/** `defaultIdHash` of the id whose well-formed UTF-8 is `bytes[start…end)`, without making the string. */
+/** `defaultIdHash` of the id whose UTF-8 is `bytes[start…end)`, four bytes at a time, without making the string. */
 export function utf8IdHash(bytes: Uint8Array, start: number, end: number, out: Uint32Array): void {
   let a = 0x811c9dc5;
   let b = 0x2545f491;
-  let units = 0;
-  for (let i = start; i < end; ) {
-    let c = bytes[i++];
-    if (c >= 0x80) {
-      // Decode the sequence; a code point beyond U+FFFF is two UTF-16 units, as in the string.
-      if (c < 0xe0) c = ((c & 0x1f) << 6) | (bytes[i++] & 0x3f);
-      else if (c < 0xf0) c = ((c & 0x0f) << 12) | ((bytes[i++] & 0x3f) << 6) | (bytes[i++] & 0x3f);
-      else {
-        const point = ((c & 0x07) << 18) | ((bytes[i++] & 0x3f) << 12) | ((bytes[i++] & 0x3f) << 6) | (bytes[i++] & 0x3f);
-        const high = 0xd800 + ((point - 0x10000) >> 10);
-        a = Math.imul(a ^ high, 0x01000193);
-        b = Math.imul(b ^ high, 0x5bd1e995);
-        b ^= b >>> 13;
-        units++;
-        c = 0xdc00 + ((point - 0x10000) & 0x3ff);
-      }
-    }
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
-    b ^= b >>> 13;
-    units++;
+  let at = start;
+  for (; at + 4 <= end; at += 4) {
+    let k = bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24);
+    b = Math.imul(b ^ k, 0x5bd1e995);
+    b ^= b >>> 15;
+    // MurmurHash3's block step for `a`.
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    a ^= Math.imul(k, 0x1b873593);
+    a = (a << 13) | (a >>> 19);
+    a = (Math.imul(a, 5) + 0xe6546b64) | 0;
   }
-  out[0] = mix(a ^ units);
-  out[1] = mix(b ^ units);
+  if (at < end) {
+    let k = 0;
+    for (let shift = 0; at < end; at++, shift += 8) k |= bytes[at] << shift;
+    b = Math.imul(b ^ k, 0x5bd1e995);
+    b ^= b >>> 15;
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    a ^= Math.imul(k, 0x1b873593);
+  }
+  out[0] = mix(a ^ (end - start));
+  out[1] = mix(b ^ (end - start));
 }
 
 /** Reads back one sorted run of the temp file, entry by entry (written and read by this process: native byte order). */

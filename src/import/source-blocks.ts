@@ -1,5 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
-import { open } from 'node:fs/promises';
+import { type FileHandle, open } from 'node:fs/promises';
 import { FingerprintMismatchError, InvalidArgumentError } from '../errors';
 
 /** Blocks are read at fixed offsets, so every pass over an unchanged file sees the same blocks. */
@@ -34,32 +34,51 @@ export interface SourceRecord {
 }
 
 /**
- * Reads a file in fixed-size blocks. With `reuseBuffer` every block is the same buffer, refilled:
- * for a consumer done with a block before asking for the next (a hash), it saves an allocation per block.
+ * Reads a file in fixed-size blocks, the next block's read under way while the consumer works on
+ * the current one. With `reuseBuffer`, for a consumer done with a block before it asks for the
+ * next (a hash), two buffers take turns: no allocation per block.
  */
 export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuffer = false): AsyncGenerator<Buffer> {
-  let handle;
+  let handle: FileHandle;
   try {
     handle = await open(path, 'r');
   } catch (error) {
     throw new InvalidArgumentError(`Cannot read the file ${path}: ${(error as Error).message}`, { cause: error });
   }
-  try {
-    let position = 0;
-    const shared = reuseBuffer ? Buffer.allocUnsafe(blockSize) : null;
-    for (;;) {
-      const block = shared ?? Buffer.allocUnsafe(blockSize);
+  const buffers = reuseBuffer ? [Buffer.allocUnsafe(blockSize), Buffer.allocUnsafe(blockSize)] : null;
+  /** Fills `block` from `position`; the bytes read (fewer than a block only at the end of the file). */
+  const fill = (block: Buffer, position: number): Promise<number> => {
+    const read = (async () => {
       let filled = 0;
       while (filled < blockSize) {
         const { bytesRead } = await handle.read(block, filled, blockSize - filled, position + filled);
         if (bytesRead === 0) break;
         filled += bytesRead;
       }
+      return filled;
+    })();
+    // Its failure is raised where the block is awaited, not as an unhandled rejection before that.
+    read.catch(() => undefined);
+    return read;
+  };
+  let turn = 0;
+  let block = buffers ? buffers[0] : Buffer.allocUnsafe(blockSize);
+  let reading: Promise<number> | null = fill(block, 0);
+  try {
+    for (let position = 0; reading; ) {
+      const filled = await reading;
+      const current = block;
       position += filled;
-      if (filled > 0) yield filled < blockSize ? block.subarray(0, filled) : block;
-      if (filled < blockSize) return;
+      reading = null;
+      if (filled === blockSize) {
+        block = buffers ? buffers[++turn % 2] : Buffer.allocUnsafe(blockSize);
+        reading = fill(block, position);
+      }
+      if (filled > 0) yield filled < blockSize ? current.subarray(0, filled) : current;
     }
   } finally {
+    // A read still under way must end before the file is closed.
+    await reading?.catch(() => undefined);
     await handle.close();
   }
 }
