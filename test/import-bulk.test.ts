@@ -9,6 +9,7 @@ import { CsvError, Parser } from 'csv-parse';
 import fc from 'fast-check';
 import type { DataSource } from 'typeorm';
 import { applyChunk, begin, CheckpointError, checkpoint, fileDigest, importFile, values } from '../src';
+import { CopyText, skipCopyRows } from '../src/dialect';
 import { csvRecords } from '../src/import/csv-records';
 import { count, createTestDatabase, type TestDatabase } from './support/database';
 import { rejection } from './support/expect-code';
@@ -83,6 +84,38 @@ describe('importFile fast paths', () => {
       expect(ours.error).to.equal(null);
       expect(ours.records.map((r) => r.map((f) => f.length))).to.deep.equal([[2, 5], [long.length, 2], [1, 1]]);
       expect(ours.records[1][1]).to.equal('1\r');
+    });
+  });
+
+  describe('COPY text', () => {
+    /** The rows of COPY text, fields unescaped. */
+    function decode(bytes: Buffer): string[][] {
+      const unescape = (field: string) => field.replace(/\\(.)/g, (_, c: string) => ({ t: '\t', n: '\n', r: '\r' })[c] ?? c);
+      return bytes
+        .toString()
+        .split('\n')
+        .slice(0, -1)
+        .map((line) => line.split('\t').map(unescape));
+    }
+
+    it('escapes text, and a chunk overtaken by another runner keeps only the rows after the checkpoint', () => {
+      const text = new CopyText();
+      const ids = ['a\tb', 'c\\d', 'e\nf', 'g\rh', 'ü😀', 'plain'];
+      ids.forEach((id, i) => {
+        text.text('batch');
+        text.tab();
+        text.utf8(Buffer.from(id));
+        text.tab();
+        text.integer(i - 2);
+        text.endRow();
+      });
+      const rows = text.take();
+      expect(rows.rows).to.equal(ids.length);
+      expect(decode(rows.bytes)).to.deep.equal(ids.map((id, i) => ['batch', id, String(i - 2)]));
+      const rest = skipCopyRows(rows, 4);
+      expect(rest.rows).to.equal(2);
+      expect(decode(rest.bytes)).to.deep.equal([['batch', 'ü😀', '2'], ['batch', 'plain', '3']]);
+      expect(Array.from(rest.ends.subarray(0, rest.rows))).to.deep.equal([Buffer.byteLength('batch\tü😀\t2\n'), rest.bytes.length]);
     });
   });
 

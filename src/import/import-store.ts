@@ -1,5 +1,5 @@
 import type { EntityManager, QueryResult, QueryRunner } from 'typeorm';
-import { classifyDatabaseError, ownStatementError } from '../database-errors';
+import { classifyDatabaseError, errorCodes, ownStatementError } from '../database-errors';
 import { type BoundStatement, CopyText, type CopyRows, dialectOf } from '../dialect';
 import { InvalidArgumentError, InvalidInputError } from '../errors';
 import { run } from '../job-store';
@@ -134,6 +134,19 @@ export function copyRowPrefix(batch: string): Buffer {
   return prefix.take().bytes;
 }
 
+// What the asserting advance fails with when the import is not at the chunk's start.
+const NOT_AT_START = '22012';
+
+/**
+ * `advanceImport` as a statement that fails (division by zero, SQLSTATE 22012) when it changes no
+ * row: in a pipeline that stops everything after it, COMMIT included, so rows never commit without
+ * their checkpoint. PostgreSQL's SQL: the bulk path (`copyRows`) exists there only.
+ */
+function assertingAdvance(tx: EntityManager, batch: string, digest: string, start: number, next: number): BoundStatement {
+  const { sql, parameters } = advanceStatement(tx, batch, digest, start, next);
+  return { sql: `WITH advanced AS (${sql} RETURNING 1) SELECT 1 / COUNT(*) FROM advanced`, parameters, prepare: true };
+}
+
 /**
  * `advanceImport` and the bulk insert of `rows` (written by a CopyText in the order batch, id,
  * value) in one round trip; false, with the rows not to be kept (roll back), when the import is
@@ -141,39 +154,37 @@ export function copyRowPrefix(batch: string): Buffer {
  */
 export async function copyAdvancing(tx: EntityManager, batch: string, digest: string, start: number, rows: CopyRows): Promise<boolean> {
   const dialect = sqlOf(tx);
-  const first = advanceStatement(tx, batch, digest, start, start + rows.rows);
   try {
-    return (await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, [first])) > 0;
+    await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, { before: [assertingAdvance(tx, batch, digest, start, start + rows.rows)] });
+    return true;
   } catch (error) {
+    if (errorCodes(error).includes(NOT_AT_START)) return false;
     throw insertFailure(error, batch, rows.rows, start);
   }
 }
 
+const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [] };
+const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [] };
+
 /**
  * One chunk of the bulk path as a transaction of its own on `runner` (a connection the import
- * holds, outside any transaction): BEGIN, the checkpoint advance and the COPY of `rows` in one
- * round trip, then COMMIT — or ROLLBACK, resolving to false, when the import is not at `start`.
- * On any error the transaction is rolled back and the error raised as `copyAdvancing` raises it.
+ * holds, outside any transaction): BEGIN, the checkpoint advance, the COPY of `rows` and COMMIT in
+ * one round trip. False, nothing kept, when the import is not at `start`. On any error the
+ * transaction is rolled back and the error raised as `copyAdvancing` raises it.
  */
 export async function copyTransaction(runner: QueryRunner, batch: string, digest: string, start: number, rows: CopyRows): Promise<boolean> {
   const tx = runner.manager;
   const dialect = sqlOf(tx);
-  let advanced: boolean;
   try {
-    const first = [{ sql: 'BEGIN', parameters: [] }, advanceStatement(tx, batch, digest, start, start + rows.rows)];
-    advanced = (await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, first)) > 0;
+    const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
+    await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before: [BEGIN, advance], after: [COMMIT] });
+    return true;
   } catch (error) {
+    // The server skipped what followed the failure, COMMIT included: the transaction is still open.
     await rollbackQuietly(runner);
+    if (errorCodes(error).includes(NOT_AT_START)) return false;
     throw insertFailure(error, batch, rows.rows, start);
   }
-  try {
-    await runner.query(advanced ? 'COMMIT' : 'ROLLBACK');
-  } catch (error) {
-    // A failed COMMIT ends the transaction; the connection may be gone, so the rollback may fail too.
-    await rollbackQuietly(runner);
-    throw ownStatementError(error, advanced ? 'committing' : 'rolling back');
-  }
-  return advanced;
 }
 
 async function rollbackQuietly(runner: QueryRunner): Promise<void> {
