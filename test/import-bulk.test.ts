@@ -11,7 +11,7 @@ import type { DataSource } from 'typeorm';
 import { applyChunk, begin, CheckpointError, checkpoint, fileDigest, importFile, values } from '../src';
 import { CopyText, skipCopyRows } from '../src/dialect';
 import { csvRecords } from '../src/import/csv-records';
-import { count, createTestDatabase, type TestDatabase } from './support/database';
+import { count, createTestDatabase, DRIVER, type TestDatabase } from './support/database';
 import { rejection } from './support/expect-code';
 
 type Outcome = { records: string[][]; error: string | null };
@@ -199,6 +199,25 @@ describe('importFile fast paths', () => {
       expect((error as { index?: number }).index).to.equal(n - 1);
       expect(await checkpoint(ds, 'dup-plain')).to.equal(null);
     });
+
+    if (DRIVER === 'postgres') {
+      it('prepares its statements again on a connection that dropped them (DEALLOCATE ALL)', async () => {
+        const single = await database.open({ extra: { max: 1 } }); // every import on one connection
+        try {
+          const source = (name: string) => {
+            const path = join(dir, `${name}.csv`);
+            writeFileSync(path, `id,value\n${Array.from({ length: 25 }, (_, i) => `${name}-${i},${i}`).join('\n')}\n`);
+            return path;
+          };
+          expect(await importFile(single, 'deallocated-1', source('deallocated-1'), { size: 10 })).to.include({ rows: 25, done: true });
+          await single.query('DEALLOCATE ALL');
+          expect(await importFile(single, 'deallocated-2', source('deallocated-2'), { size: 10 })).to.include({ rows: 25, done: true });
+          expect(await count(single, "SELECT COUNT(*) FROM checkpoint_import_items WHERE batch LIKE 'deallocated-%'")).to.equal(50);
+        } finally {
+          await single.destroy();
+        }
+      });
+    }
 
     it('refuses a chunk whose id is already stored (applyChunk) with INVALID_INPUT at that row, keeping nothing of it', async () => {
       const path = join(dir, 'clash.csv');

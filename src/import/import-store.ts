@@ -136,6 +136,8 @@ export function copyRowPrefix(batch: string): Buffer {
 
 // What the asserting advance fails with when the import is not at the chunk's start.
 const NOT_AT_START = '22012';
+// PostgreSQL's invalid_sql_statement_name: a named statement the connection no longer holds.
+const UNKNOWN_PREPARED_STATEMENT = '26000';
 
 /**
  * `advanceImport` as a statement that fails (division by zero, SQLSTATE 22012) when it changes no
@@ -175,15 +177,21 @@ const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [] };
 export async function copyTransaction(runner: QueryRunner, batch: string, digest: string, start: number, rows: CopyRows): Promise<boolean> {
   const tx = runner.manager;
   const dialect = sqlOf(tx);
-  try {
-    const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
-    await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before: [BEGIN, advance], after: [COMMIT] });
-    return true;
-  } catch (error) {
-    // The server skipped what followed the failure, COMMIT included: the transaction is still open.
-    await rollbackQuietly(runner);
-    if (errorCodes(error).includes(NOT_AT_START)) return false;
-    throw insertFailure(error, batch, rows.rows, start);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
+      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before: [BEGIN, advance], after: [COMMIT] });
+      return true;
+    } catch (error) {
+      // The server skipped what followed the failure, COMMIT included: the transaction is still open.
+      await rollbackQuietly(runner);
+      const codes = errorCodes(error);
+      if (codes.includes(NOT_AT_START)) return false;
+      // The connection dropped its prepared statements (DEALLOCATE ALL, DISCARD ALL): the failed
+      // pipeline forgot them, so the next one prepares them again.
+      if (codes.includes(UNKNOWN_PREPARED_STATEMENT) && attempt === 1) continue;
+      throw insertFailure(error, batch, rows.rows, start);
+    }
   }
 }
 
