@@ -29,7 +29,7 @@ async function createTables(dataSource: DataSource, driver: BenchDriver, rows: n
   }
   if (driver === 'postgres') {
     await dataSource.query(
-      `INSERT INTO bench_source (id, name, amount) SELECT g, 'customer-' || g, (g * 7919) % 100000 FROM generate_series(1, $1) g`,
+      `INSERT INTO bench_source (id, name, amount) SELECT g, 'customer-' || g, (g::bigint * 7919) % 100000 FROM generate_series(1, $1) g`,
       [rows],
     );
     await dataSource.query('ANALYZE bench_source');
