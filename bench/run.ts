@@ -37,29 +37,33 @@ async function main(): Promise<void> {
   const loadBefore = loadavg();
   const started = Date.now();
   const results: BenchResult[] = [];
+  const save = () => writeFileSync(join(__dirname, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 
   if (only.includes('each-batch')) {
     log('eachBatch…');
     results.push(...(await eachBatchBench(drivers, { rows: full ? 1_000_000 : 100_000, warmups: 1, repeats: full ? 5 : 9, offsetRepeats: full ? 3 : 5, log })));
+    save(); // a later section that fails keeps what was measured
   }
   if (only.includes('steps')) {
     log('steps…');
     results.push(...(await stepBench(drivers, { calls: full ? 2000 : 500, warmups: 1, repeats: full ? 21 : 15, log })));
+    save();
   }
   if (only.includes('claims') && drivers.includes('postgres')) {
     log('claims (PostgreSQL, 8 worker processes)…');
     results.push(...(await claimsBench({ files: full ? 20_000 : 2_000, workers: 8, warmups: 1, repeats: 3, log })));
+    save();
   }
   if (only.includes('import')) {
     log('import…');
     const sizeMb = Number(option('import-mb') ?? (full ? 1024 : 50));
     results.push(...(await importBench(drivers, { sizeMb, warmups: full ? 0 : 1, repeats: full ? 1 : 2, log })));
+    save();
   }
 
   const note = `${machineNote(loadBefore)}; ${full ? 'full' : 'small'} sizes; ${((Date.now() - started) / 1000).toFixed(0)} s`;
   console.log(formatTable(results));
   console.log(note);
-  writeFileSync(join(__dirname, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
   if (results.some((r) => r.ok === false)) console.log(`${results.filter((r) => r.ok === false).length} figure(s) miss their target.`);
 }
 
