@@ -224,30 +224,25 @@ export class DatabaseClaimStore implements ClaimStore {
       claimant.workerId, now, now + claimant.leaseMs,
     ];
     if (d.supportsReturning) {
-      // One statement, no transaction of its own: claim the existing row by key (a plain UPDATE, the
-      // common case: files are registered or seen before), else insert it — or, when another worker
-      // inserted it meanwhile, apply the claim where the condition holds. The condition already
-      // refuses a lease that expired on the last attempt (readers turn that row into a dead letter).
+      // One statement, no transaction of its own (PostgreSQL's SQL, as everywhere under
+      // supportsReturning): claim the existing row by key (a plain UPDATE, the common case: files are
+      // registered or seen before), else insert it — or, when another worker inserted it meanwhile,
+      // apply the claim where the condition holds. The condition already refuses a lease that
+      // expired on the last attempt (readers turn that row into a dead letter before showing it).
       const build = () => {
         const at = (column: string) => d.placeholder(CLAIM_COLUMNS.indexOf(column) + 1);
-        const assignments = this.claimAssignments(at('processed_by'), at('started_at'), at('lease_expires_at'))
-          .map(([column, value]) => `${d.quote(column)} = ${value}`)
-          .join(', ');
-        const upsert = d.conditionalUpsert(
-          TABLE,
-          CLAIM_COLUMNS,
-          'file_url',
-          this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
-          this.claimable(d.proposed('started_at')),
-        );
-        const [insert, onConflict] = upsert.split(/ VALUES \([^)]*\) /);
-        const values = CLAIM_COLUMNS.map((_, i) => d.placeholder(i + 1)).join(', ');
+        const set = (assignments: [string, string][]) => assignments.map(([column, value]) => `${d.quote(column)} = ${value}`).join(', ');
+        const claimByKey = set(this.claimAssignments(at('processed_by'), at('started_at'), at('lease_expires_at')));
+        const claimOnConflict = set(this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')));
+        const byKey = `${this.existing('file_url')} = ${at('file_url')}`;
         return (
-          `WITH updated AS (UPDATE ${this.table} SET ${assignments} WHERE ${this.existing('file_url')} = ${at('file_url')} ` +
-          `AND ${this.claimable(at('started_at'))} RETURNING ${this.existing('claim_token')}), ` +
-          `inserted AS (${insert} SELECT ${values} WHERE NOT EXISTS (SELECT 1 FROM ${this.table} WHERE ${d.quote('file_url')} = ${at('file_url')}) ` +
-          `${onConflict} RETURNING ${this.existing('claim_token')}) ` +
-          `SELECT ${d.quote('claim_token')} FROM updated UNION ALL SELECT ${d.quote('claim_token')} FROM inserted`
+          `WITH updated AS (UPDATE ${this.table} SET ${claimByKey} WHERE ${byKey} AND ${this.claimable(at('started_at'))} ` +
+            `RETURNING ${this.existing('claim_token')}), ` +
+            `inserted AS (INSERT INTO ${this.table} (${CLAIM_COLUMNS.map((column) => d.quote(column)).join(', ')}) ` +
+            `SELECT ${CLAIM_COLUMNS.map((_, i) => d.placeholder(i + 1)).join(', ')} WHERE NOT EXISTS (SELECT 1 FROM ${this.table} WHERE ${byKey}) ` +
+            `ON CONFLICT (${d.quote('file_url')}) DO UPDATE SET ${claimOnConflict} WHERE ${this.claimable(d.proposed('started_at'))} ` +
+            `RETURNING ${this.existing('claim_token')}) ` +
+            `SELECT ${d.quote('claim_token')} FROM updated UNION ALL SELECT ${d.quote('claim_token')} FROM inserted`
         );
       };
       return this.guard(`claiming "${file.fileUrl}"`, () =>
