@@ -70,11 +70,13 @@ if (DRIVER === 'sqlite') describe('faults: SQLite write lock held by other proce
 
   it(`a lock held longer than the busy timeout: ${MAX_ATTEMPTS} attempts, then DATABASE_ERROR (SQLITE_BUSY); the checkpoint is intact and a rerun finishes once`, async () => {
     const job = 'short-timeout';
-    const worker = startChild(WORKER, [db.url, job, '50']);
+    const worker = startChild(WORKER, [db.url, job, '50', '3']);
     let n = 0;
     try {
-      await worker.waitForLine((line) => line === 'batch 3');
+      // The worker stops after batch 3 and waits: the lock is taken before its next batch starts.
+      await worker.waitForLine((line) => line === 'paused');
       n = await lock();
+      worker.send('go');
       const failure = await worker.waitForLine((line) => line.startsWith('error ') || line.startsWith('done '));
       expect((await worker.exited).code).to.equal(3);
       const [, code, codes, busy] = failure.split(' ');
