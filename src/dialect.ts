@@ -173,6 +173,12 @@ async function executeThroughRunner<T>(runner: QueryRunner, sql: string, paramet
   return { rows: Array.isArray(result.records) ? result.records : [], affected: Number(result.affected ?? 0) };
 }
 
+/** The pg client under a runner; a released runner still holds its old one, which the pool may have handed to someone else. */
+async function pgClientOf<T>(runner: QueryRunner): Promise<T> {
+  if (runner.isReleased) throw new Error('The query runner was already released.');
+  return (await runner.connect()) as T;
+}
+
 /** The name each statement text is prepared under: one text, one name, for the life of the process. */
 const preparedNames = new Map<string, string>();
 
@@ -198,10 +204,8 @@ const UNKNOWN_PREPARED_STATEMENT = '26000';
  * as TypeORM's `query()` would (its query events are not broadcast to subscribers).
  */
 async function executePrepared<T>(runner: QueryRunner, sql: string, parameters: unknown[], again = true): Promise<Executed<T>> {
-  // A released runner still holds its old client, which the pool may have handed to someone else.
-  if (runner.isReleased) throw new Error('The query runner was already released.');
   const logger = runner.connection.logger;
-  const client = (await runner.connect()) as PgClient;
+  const client = await pgClientOf<PgClient>(runner);
   const name = preparedName(sql);
   logger.logQuery(sql, parameters, runner);
   try {
@@ -391,7 +395,8 @@ function executeMessages(sql: string, parameters: BoundStatement['parameters']):
   return [frontendMessage('P', cString(''), cString(sql), int16(0)), bindMessage('', parameters), EXECUTE];
 }
 
-/** The name a prepared statement text gets on every connection. */
+// Names of their own: pg's parsedStatements does not see what a pipeline prepares, so a text
+// shared with `executePrepared` under one name could be parsed twice on a connection.
 const copyPreparedNames = new Map<string, string>();
 /** The named statements each pg client is known to hold (added once a pipeline using them succeeded). */
 const preparedOnClient = new WeakMap<object, Set<string>>();
@@ -487,9 +492,7 @@ class MessagePipeline {
  * one round trip.
  */
 async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
-  // A released runner still holds its old client, which the pool may have handed to someone else.
-  if (runner.isReleased) throw new Error('The query runner was already released.');
-  const client = (await runner.connect()) as { query(query: MessagePipeline): unknown };
+  const client = await pgClientOf<{ query(query: MessagePipeline): unknown }>(runner);
   let known = preparedOnClient.get(client);
   if (!known) {
     known = new Set();

@@ -204,7 +204,7 @@ async function inOwnTransaction<T>(dataSource: DataSource, fn: (tx: EntityManage
  * do not collide again at once, and a synchronous driver (better-sqlite3) lets timers and I/O run
  * between attempts instead of retrying in one unbroken chain of microtasks.
  */
-function retryPause(attempt: number): Promise<void> {
+export function retryPause(attempt: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** (attempt - 1)));
 }
 

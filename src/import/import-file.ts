@@ -2,7 +2,7 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../errors';
 import { progressSince, type Progress } from '../progress';
 import { type CopyRows, CopyText, dialectOf, skipCopyRows } from '../dialect';
-import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, transact } from '../transaction';
+import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../transaction';
 import { isRetryable } from '../database-errors';
 import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
@@ -369,7 +369,7 @@ function heldCommitter(dataSource: DataSource, batch: string, digest: string): B
         } catch (error) {
           if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
         }
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** (attempt - 1)));
+        await retryPause(attempt);
       }
     },
     // Reads in autocommit on the same connection: a pool of one connection cannot starve them.
