@@ -1,8 +1,8 @@
 import type { DataSource } from 'typeorm';
-import { InvalidArgumentError, NoDataSourceError } from './errors';
-import { canonicalJson, type Json } from './json';
-import { step } from './step';
-import { activeDataSource, type Db, getDefaultDataSource, isEntityManager } from './transaction';
+import { InvalidArgumentError, NoDataSourceError } from './core/errors';
+import { canonicalJson, type Json } from './core/json';
+import { step } from './jobs/step';
+import { activeDataSource, type Db, getDefaultDataSource, isEntityManager } from './core/transaction';
 
 export interface CheckpointedOptions {
   /** The step's name: fixed, or computed from the call's arguments (`this` is the instance). */

@@ -1,5 +1,5 @@
 import type { DataSourceOptions } from 'typeorm';
-import { InvalidArgumentError } from './errors';
+import { InvalidArgumentError } from './core/errors';
 
 /** The embedded default: a SQLite file in the working directory. */
 export const DEFAULT_DATABASE_URL = 'sqlite:checkpoint.sqlite';

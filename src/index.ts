@@ -1,20 +1,20 @@
 export { checkpointEntities, CheckpointJob, FileCheckpoint, type FileStatus, ImportItem, ImportJob } from '../entities';
 export { checkpointMigrations } from '../migrations';
-export * from './errors';
-export type { Json } from './json';
-export { canonicalJson } from './json';
-export type { Progress } from './progress';
+export * from './core/errors';
+export type { Json } from './core/json';
+export { canonicalJson } from './core/json';
+export type { Progress } from './core/progress';
 export {
   type Db,
   currentManager,
   getDefaultDataSource,
   runInTransaction,
   setDefaultDataSource,
-} from './transaction';
-export { eachBatch, type EachBatchOptions, type EachBatchResult, type Page, type Source } from './each-batch';
-export { sqlSource, type SqlSourceOptions } from './sql-source';
-export { list, type ListFilter, reset, status, type Status } from './status';
-export { step } from './step';
+} from './core/transaction';
+export { eachBatch, type EachBatchOptions, type EachBatchResult, type Page, type Source } from './jobs/each-batch';
+export { sqlSource, type SqlSourceOptions } from './jobs/sql-source';
+export { list, type ListFilter, reset, status, type Status } from './jobs/status';
+export { step } from './jobs/step';
 export { Checkpointed, type CheckpointedOptions } from './checkpointed';
 export { type CheckpointRepository, type CheckpointRepositoryMethods, getCheckpointRepository } from './repository';
 export { dataSourceOptionsFromUrl, DEFAULT_DATABASE_URL } from './data-source-options';

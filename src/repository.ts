@@ -1,11 +1,11 @@
 import type { EntityManager, Repository } from 'typeorm';
 import { CheckpointJob } from '../entities';
-import { eachBatch, type EachBatchOptions, type EachBatchResult, type Source } from './each-batch';
-import { InvalidArgumentError } from './errors';
-import type { Json } from './json';
-import { list, type ListFilter, reset, status, type Status } from './status';
-import { step } from './step';
-import { dataSourceOf, type Db, isEntityManager } from './transaction';
+import { eachBatch, type EachBatchOptions, type EachBatchResult, type Source } from './jobs/each-batch';
+import { InvalidArgumentError } from './core/errors';
+import type { Json } from './core/json';
+import { list, type ListFilter, reset, status, type Status } from './jobs/status';
+import { step } from './jobs/step';
+import { dataSourceOf, type Db, isEntityManager } from './core/transaction';
 
 /** The package's functions with the `Db` argument bound to the repository's manager. */
 export interface CheckpointRepositoryMethods {

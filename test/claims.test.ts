@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { type DataSource, QueryFailedError } from 'typeorm';
-import { errorCodes } from '../src/database-errors';
+import { errorCodes } from '../src/core/database-errors';
 import { CheckpointError, CheckpointManager, type CheckpointManagerOptions, type FileCheckpoint, runInTransaction } from '../src';
 import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
 

@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import type { DataSource, EntityManager, Logger } from 'typeorm';
 import { CheckpointError, CheckpointManager, eachBatch, type Page, step, status } from '../src';
-import { MAX_ATTEMPTS } from '../src/transaction';
+import { MAX_ATTEMPTS } from '../src/core/transaction';
 import { count, DRIVER, LOCK_POLL_MS, sql, useTestDatabase } from './support/database';
 import { expectCode, rejection } from './support/expect-code';
 import { allowVictims, codesOf, expectNoLeaks, openVictim, pause } from './support/fault-checks';

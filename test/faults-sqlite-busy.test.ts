@@ -3,7 +3,7 @@
 // then fails with DATABASE_ERROR — never a skipped, repeated or half-written batch.
 import { expect } from 'chai';
 import { status } from '../src';
-import { MAX_ATTEMPTS } from '../src/transaction';
+import { MAX_ATTEMPTS } from '../src/core/transaction';
 import { type Child, kill, startChild } from './support/child';
 import { createCopyTables, expectCopiedOnce } from './support/copy-tables';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';

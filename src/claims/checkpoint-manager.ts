@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
-import { ClaimLostError, InvalidArgumentError } from '../errors';
-import { type Db, dataSourceOf } from '../transaction';
+import { ClaimLostError, InvalidArgumentError } from '../core/errors';
+import { type Db, dataSourceOf } from '../core/transaction';
 import {
   checkCount,
   checkFile,

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../core/errors';
 import type { FileRef, ProcessingStats } from './claim-store';
 
 // The column sizes of file_checkpoints; 768 characters is the longest key MySQL can index.

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
-import { ClaimLostError } from '../errors';
+import { ClaimLostError } from '../core/errors';
 
 /** What a worker reports when it finishes a file. */
 export interface ProcessingStats {

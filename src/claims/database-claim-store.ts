@@ -1,10 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint, FileStatus } from '../../entities/FileCheckpoint';
-import { ownStatementError } from '../database-errors';
+import { ownStatementError } from '../core/database-errors';
 import { type Dialect, dialectOf, type Executed } from '../dialect';
-import { CheckpointError, DatabaseError, StoreUnavailableError } from '../errors';
-import { run } from '../job-store';
-import { autocommit, type Db, dataSourceOf, transact } from '../transaction';
+import { CheckpointError, DatabaseError, StoreUnavailableError } from '../core/errors';
+import { run } from '../core/run-statement';
+import { autocommit, type Db, dataSourceOf, transact } from '../core/transaction';
 import {
   type Claimant,
   claimLost,

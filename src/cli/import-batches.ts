@@ -1,8 +1,8 @@
 import type { EntityManager } from 'typeorm';
 import { dialectOf } from '../dialect';
-import { run } from '../job-store';
-import { compareCodePoints } from '../status';
-import { type Db, dataSourceOf, transact } from '../transaction';
+import { run } from '../core/run-statement';
+import { compareCodePoints } from '../jobs/status';
+import { type Db, dataSourceOf, transact } from '../core/transaction';
 
 /** What the CLI shows of a digest-guarded import batch (a `checkpoint_imports` row). */
 export interface ImportBatchStatus {

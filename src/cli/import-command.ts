@@ -1,10 +1,10 @@
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { DataSource } from 'typeorm';
-import { CheckpointError, InvalidArgumentError } from '../errors';
+import { CheckpointError, InvalidArgumentError } from '../core/errors';
 import { fileDigest, type ImportFileResult, type ImportFormat, importFile, replaceImport } from '../import/import-file';
 import { formatOf } from '../import/read-rows';
-import type { Progress } from '../progress';
+import type { Progress } from '../core/progress';
 import { importBatchStatus } from './import-batches';
 import { stopOnInterrupt } from './interrupt';
 import { failure, interrupted, type Outcome, success } from './outcome';

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { list } from '../status';
+import { list } from '../jobs/status';
 import { importPosition, listImportBatches } from './import-batches';
 import { type Outcome, success } from './outcome';
 import { formatTime, textTable } from './text-table';

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { ownStatementError } from '../database-errors';
+import { ownStatementError } from '../core/database-errors';
 import { type Outcome, success } from './outcome';
 
 /** `migrate`: runs the pending checkpoint migrations (none when they already ran). */

@@ -2,7 +2,7 @@ import { DataSource } from 'typeorm';
 import { checkpointEntities } from '../../entities';
 import { checkpointMigrations } from '../../migrations';
 import { dataSourceOptionsFromUrl, DEFAULT_DATABASE_URL } from '../data-source-options';
-import { ownStatementError } from '../database-errors';
+import { ownStatementError } from '../core/database-errors';
 
 /** `--db`, else `DATABASE_URL`, else the embedded SQLite file `./checkpoint.sqlite`. */
 export function databaseUrl(option: string | undefined): string {

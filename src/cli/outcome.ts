@@ -1,4 +1,4 @@
-import { CheckpointError } from '../errors';
+import { CheckpointError } from '../core/errors';
 import { EXIT_FAILURE, EXIT_OK, exitCodeFor } from './exit-codes';
 
 /** What a command prints and how the process exits. */

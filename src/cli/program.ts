@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError as CommanderArgumentError, Option } from 'commander';
 import type { DataSource } from 'typeorm';
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../core/errors';
 import { EXIT_OK } from './exit-codes';
 import { filesCommand } from './files-command';
 import { importCommand } from './import-command';

@@ -1,5 +1,5 @@
 import { SingleBar } from 'cli-progress';
-import type { Progress } from '../progress';
+import type { Progress } from '../core/progress';
 
 /** Shows an import's progress on stderr; `position` is the committed row count (resumed rows included). */
 export interface ProgressReporter {

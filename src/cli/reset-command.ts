@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { reset } from '../status';
+import { reset } from '../jobs/status';
 import { deleteImportBatch } from './import-batches';
 import { type Outcome, success } from './outcome';
 

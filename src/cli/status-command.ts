@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { list, type Status, status } from '../status';
+import { list, type Status, status } from '../jobs/status';
 import { type FilesSummary, filesSummary } from './files-summary';
 import { type ImportBatchStatus, importBatchStatus, importPosition, listImportBatches } from './import-batches';
 import { type Outcome, success } from './outcome';

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
-import { CursorMismatchError, InvalidArgumentError, InvalidInputError } from '../errors';
-import { type Db, transact } from '../transaction';
+import { CursorMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
+import { type Db, transact } from '../core/transaction';
 import { duplicateId } from './parse-rows';
 import {
   checkStorableId,

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
-import { FingerprintMismatchError } from '../errors';
-import { type Db, transact } from '../transaction';
+import { FingerprintMismatchError } from '../core/errors';
+import { type Db, transact } from '../core/transaction';
 import { type ImportRow, insertImport, lockImport, updateImport, validateBatch, validateDigest } from './import-store';
 
 export function fingerprintMismatch(batch: string, stored: string, given: string): FingerprintMismatchError {

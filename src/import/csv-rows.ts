@@ -1,5 +1,5 @@
 import { CsvError } from 'csv-parse';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../core/errors';
 import { type CsvSpans, csvSpans } from './csv-records';
 import { checkId, integerFromText, type Row } from './row';
 import { Utf8Text } from './utf8-text';

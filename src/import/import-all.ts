@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from '../errors';
-import { type Db, transact } from '../transaction';
+import { InvalidArgumentError } from '../core/errors';
+import { type Db, transact } from '../core/transaction';
 import { applyChunk } from './apply-chunk';
 import { beginIn } from './begin';
 import { validateBatch } from './import-store';

@@ -1,9 +1,9 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../errors';
-import { progressSince, type Progress } from '../progress';
+import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
+import { progressSince, type Progress } from '../core/progress';
 import { type CopyRows, CopyText, dialectOf, skipCopyRows } from '../dialect';
-import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../transaction';
-import { isRetryable } from '../database-errors';
+import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
+import { isRetryable } from '../core/database-errors';
 import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
 import { checkCsvRows } from './csv-check';

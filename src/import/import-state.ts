@@ -1,5 +1,5 @@
-import { compareCodePoints } from '../status';
-import { type Db, transact } from '../transaction';
+import { compareCodePoints } from '../jobs/status';
+import { type Db, transact } from '../core/transaction';
 import { readImport, selectItems, validateBatch } from './import-store';
 
 /** The committed next_index of import `batch`, or null if there is no such import. */

@@ -1,9 +1,9 @@
 import type { EntityManager, QueryResult, QueryRunner } from 'typeorm';
-import { classifyDatabaseError, errorCodes, ownStatementError } from '../database-errors';
+import { classifyDatabaseError, errorCodes, ownStatementError } from '../core/database-errors';
 import { type BoundStatement, CopyText, type CopyRows, dialectOf } from '../dialect';
-import { InvalidArgumentError, InvalidInputError } from '../errors';
-import { run } from '../job-store';
-import { dataSourceOf } from '../transaction';
+import { InvalidArgumentError, InvalidInputError } from '../core/errors';
+import { run } from '../core/run-statement';
+import { dataSourceOf } from '../core/transaction';
 import type { Row } from './row';
 
 const IMPORTS = 'checkpoint_imports';

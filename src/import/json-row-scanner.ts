@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../core/errors';
 import { checkId, describeValue, integerFromText, type Row } from './row';
 
 // Grammar: what the scanner expects next outside of a token.

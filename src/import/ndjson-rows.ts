@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../core/errors';
 import { JsonRowScanner } from './json-row-scanner';
 import type { Row } from './row';
 import { startsWithBom, Utf8Text } from './utf8-text';

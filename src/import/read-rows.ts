@@ -1,5 +1,5 @@
 import { extname } from 'node:path';
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../core/errors';
 import { csvRows } from './csv-rows';
 import { jsonArrayRows } from './json-array-rows';
 import { ndjsonRows } from './ndjson-rows';

@@ -1,4 +1,4 @@
-import { type Db, transact } from '../transaction';
+import { type Db, transact } from '../core/transaction';
 import { deleteItems, insertImport, lockImport, updateImport, validateBatch, validateDigest } from './import-store';
 
 /**

@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../core/errors';
 
 /** One imported row: a non-empty string id and an integer value within ±(2^53−1). */
 export interface Row {

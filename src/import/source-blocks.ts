@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
 import { type FileHandle, open } from 'node:fs/promises';
-import { FingerprintMismatchError, InvalidArgumentError } from '../errors';
+import { FingerprintMismatchError, InvalidArgumentError } from '../core/errors';
 
 /** Blocks are read at fixed offsets, so every pass over an unchanged file sees the same blocks. */
 export const BLOCK_SIZE = 64 * 1024;

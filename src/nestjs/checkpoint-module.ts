@@ -2,7 +2,7 @@ import { type DynamicModule, Module, type ModuleMetadata, type Provider } from '
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { checkpointEntities } from '../../entities';
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../core/errors';
 import {
   CHECKPOINT_SERVICE_OPTIONS,
   type CheckpointModuleAsyncOptions,

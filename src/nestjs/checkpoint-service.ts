@@ -1,7 +1,7 @@
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager, EntityTarget } from 'typeorm';
 import { CheckpointManager, type CheckpointManagerOptions } from '../claims/checkpoint-manager';
-import { eachBatch, type EachBatchOptions, type EachBatchResult, type Source } from '../each-batch';
+import { eachBatch, type EachBatchOptions, type EachBatchResult, type Source } from '../jobs/each-batch';
 import { applyChunk } from '../import/apply-chunk';
 import { begin } from '../import/begin';
 import { importAll, type ImportAllOptions } from '../import/import-all';
@@ -9,12 +9,12 @@ import { importFile, type ImportFileOptions, type ImportFileResult } from '../im
 import { checkpoint, values } from '../import/import-state';
 import { replaceImport } from '../import/replace-import';
 import type { Row } from '../import/row';
-import type { Json } from '../json';
+import type { Json } from '../core/json';
 import { type CheckpointRepository, getCheckpointRepository } from '../repository';
-import { sqlSource, type SqlSourceOptions } from '../sql-source';
-import { list, type ListFilter, reset, status, type Status } from '../status';
-import { step } from '../step';
-import { currentManager, getDefaultDataSource, runInTransaction, setDefaultDataSource } from '../transaction';
+import { sqlSource, type SqlSourceOptions } from '../jobs/sql-source';
+import { list, type ListFilter, reset, status, type Status } from '../jobs/status';
+import { step } from '../jobs/step';
+import { currentManager, getDefaultDataSource, runInTransaction, setDefaultDataSource } from '../core/transaction';
 import type { CheckpointServiceOptions } from './checkpoint-module-options';
 
 /**

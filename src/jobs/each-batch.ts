@@ -1,9 +1,9 @@
 import type { EntityManager } from 'typeorm';
-import { FingerprintMismatchError, InvalidArgumentError } from './errors';
-import { encodeJson, type Json, decodeJson } from './json';
+import { FingerprintMismatchError, InvalidArgumentError } from '../core/errors';
+import { encodeJson, type Json, decodeJson } from '../core/json';
 import { assertKind, insertJob, type JobRow, lockJob, readJob, updateJob, validateName, toStatus } from './job-store';
-import { type Progress, progressSince } from './progress';
-import { type Db, transact } from './transaction';
+import { type Progress, progressSince } from '../core/progress';
+import { type Db, transact } from '../core/transaction';
 
 /** One page of a source; `next === null` marks the last page. */
 export interface Page<T> {

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { isRetryable, ownStatementError } from './database-errors';
-import { dialectOf } from './dialect';
+import { dialectOf } from '../dialect';
 import { InvalidArgumentError, NoDataSourceError } from './errors';
 
 /** A DataSource, or an EntityManager (possibly a transaction's). Every function takes one first. */

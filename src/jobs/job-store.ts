@@ -1,9 +1,9 @@
 import type { EntityManager } from 'typeorm';
-import { ownStatementError } from './database-errors';
-import { dialectOf } from './dialect';
-import { InvalidArgumentError } from './errors';
-import { decodeJson, type Json } from './json';
-import { dataSourceOf } from './transaction';
+import { run } from '../core/run-statement';
+import { dialectOf } from '../dialect';
+import { InvalidArgumentError } from '../core/errors';
+import { decodeJson, type Json } from '../core/json';
+import { dataSourceOf } from '../core/transaction';
 
 export type JobKind = 'batch' | 'step';
 
@@ -51,15 +51,6 @@ export function toStatus(row: JobRow): Status {
     updatedAt: Number(row.updated_at),
     finishedAt: row.finished_at === null ? null : Number(row.finished_at),
   };
-}
-
-/** Runs one of the library's own statements; failures become typed errors. */
-export async function run<T = unknown>(tx: EntityManager, sql: string, parameters: unknown[], what: string): Promise<T> {
-  try {
-    return (await tx.query(sql, parameters)) as T;
-  } catch (error) {
-    throw ownStatementError(error, what);
-  }
 }
 
 export function validateName(name: unknown, what = 'name'): asserts name is string {

@@ -1,11 +1,11 @@
 import type { EntityTarget } from 'typeorm';
-import { isInvalidStatement, ownStatementError } from './database-errors';
-import { dialectOf, type TableRef } from './dialect';
+import { isInvalidStatement, ownStatementError } from '../core/database-errors';
+import { dialectOf, type TableRef } from '../dialect';
 import type { Page, Source } from './each-batch';
-import { InvalidArgumentError, NonUniqueKeyError } from './errors';
-import type { Json } from './json';
-import { bindNamedParameters } from './named-parameters';
-import { type Db, dataSourceOf, transact } from './transaction';
+import { InvalidArgumentError, NonUniqueKeyError } from '../core/errors';
+import type { Json } from '../core/json';
+import { bindNamedParameters } from '../core/named-parameters';
+import { type Db, dataSourceOf, transact } from '../core/transaction';
 
 export interface SqlSourceOptions {
   /** A SQL condition with named parameters (`:name`), bound from `parameters`. */

@@ -1,4 +1,4 @@
-import type { SqlLexicon } from './dialect';
+import type { SqlLexicon } from '../dialect';
 import { InvalidArgumentError } from './errors';
 
 /** A SQL fragment whose `:name` parameters became driver placeholders, and the values they bind. */

@@ -1,8 +1,8 @@
 import type { EntityManager } from 'typeorm';
-import { InvalidArgumentError } from './errors';
-import { decodeJson, encodeJson, type Json } from './json';
+import { InvalidArgumentError } from '../core/errors';
+import { decodeJson, encodeJson, type Json } from '../core/json';
 import { assertKind, insertJob, type JobRow, lockJob, readStepRecord, updateJob, validateName } from './job-store';
-import { autocommit, type Db, joinsTransaction, transact } from './transaction';
+import { autocommit, type Db, joinsTransaction, transact } from '../core/transaction';
 
 function isDone(row: Pick<JobRow, 'done'>): boolean {
   return row.done === true || Number(row.done) === 1;

@@ -1,6 +1,6 @@
-import { InvalidArgumentError } from './errors';
+import { InvalidArgumentError } from '../core/errors';
 import { deleteJob, type JobKind, lockJob, readJob, selectJobs, type Status, toStatus, validateName } from './job-store';
-import { type Db, transact } from './transaction';
+import { type Db, transact } from '../core/transaction';
 
 export type { Status } from './job-store';
 

@@ -1,0 +1,132 @@
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import type { CopyAround } from './copy-pipeline';
+import type { CopyRows } from './copy-text';
+
+/** The column facts `sqlSource` needs, read from the real database catalogue. */
+export interface ColumnInfo {
+  name: string;
+  /** Normalised key family; `null` when the type cannot be a keyset key. */
+  keyType: 'integer' | 'bigint' | 'text' | 'uuid' | null;
+  declaredType: string;
+}
+
+export interface TableInfo {
+  columns: ColumnInfo[];
+  /** Columns unique on their own: a single-column primary key or a non-partial, non-expression unique index. */
+  uniqueColumns: Set<string>;
+  /** The table reference to put in SQL, already quoted. */
+  quotedTable: string;
+}
+
+/** Quoting rules of a SQL dialect that matter when scanning a condition for parameters. */
+export interface SqlLexicon {
+  /** Whether a backslash escapes a quote inside '…': MySQL always, PostgreSQL in E'…' only. */
+  backslashEscapes: 'always' | 'e-prefix' | 'never';
+  /** PostgreSQL's $tag$…$tag$ strings. */
+  dollarQuotes: boolean;
+}
+
+/** What one of the library's own statements returned: its rows (if any) and the rows it changed. */
+export interface Executed<T = Record<string, unknown>> {
+  rows: T[];
+  affected: number;
+}
+
+export interface TableRef {
+  name: string;
+  schema?: string;
+}
+
+/**
+ * Everything that differs between the supported databases lives behind this interface:
+ * placeholders, quoting, locking, "insert unless present", `SKIP LOCKED`, catalogue lookups.
+ */
+export interface Dialect {
+  readonly name: 'postgres' | 'sqlite' | 'mysql';
+  readonly supportsSkipLocked: boolean;
+  /** True when one DataSource has one connection, so the library serialises its own transactions. */
+  readonly singleConnection: boolean;
+  /** Isolation level of the transactions the library opens itself; undefined keeps the DataSource's. */
+  readonly ownTransactionIsolation?: 'READ COMMITTED';
+  /** Quotes an identifier (doubling the quote character inside it). */
+  quote(identifier: string): string;
+  /**
+   * Runs one of the library's own statements (fixed text in the driver's placeholders, bound
+   * values) on `runner`. PostgreSQL prepares each text once per connection (a named statement):
+   * the hot claim statements then skip parsing and planning. Driver errors are raised unchanged.
+   */
+  execute<T = Record<string, unknown>>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>>;
+  /** Rewrites `?` placeholders to the driver's own. Only for the library's own SQL text. */
+  sql(text: string): string;
+  /** The placeholder of the n-th bound value (from 1), for SQL around user identifiers, which `sql` must not rewrite. */
+  placeholder(n: number): string;
+  /**
+   * A parameter value as this driver binds it (SQLite stores a Date as TypeORM does: UTC text, and
+   * a boolean as 1/0). The library's own booleans go through it too.
+   */
+  bindable(value: unknown): unknown;
+  /** How a user's SQL condition quotes, so its `:name` parameters are found outside literals. */
+  readonly lexicon: SqlLexicon;
+  /** `INSERT` that does nothing when the key exists (concurrent-safe). */
+  insertIgnore(table: string, columns: string[], conflictColumns: string[]): string;
+  /**
+   * Locks one row for the rest of the transaction and makes a concurrent runner wait; on SQLite
+   * the lock is the database write lock, taken by a no-op write as the transaction's first statement.
+   */
+  lockRow(table: string, keyColumn: string): { before?: string; select: string };
+  /** Suffix that makes a SELECT lock the rows it returns and skip rows locked by others. */
+  readonly skipLockedSuffix: string;
+  /**
+   * True when `INSERT/UPDATE … RETURNING` rows come back through every TypeORM driver of the
+   * dialect, so a claim is one statement (not on SQLite: TypeORM 0.3's sqlite3 runner drops them).
+   */
+  readonly supportsReturning: boolean;
+  /**
+   * Bulk-loads the rows of a `CopyText` into `table` on `runner`, inside its transaction: COPY …
+   * FROM STDIN on PostgreSQL, several times faster than INSERTs. `around.before` and
+   * `around.after` (statements with bound parameters) run just before and after, all in one round
+   * trip; the first failure stops the rest. Undefined where the dialect has no bulk path (callers
+   * then use multi-row INSERTs). Driver errors are raised unchanged.
+   */
+  readonly copyRows?: (runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around?: CopyAround) => Promise<void>;
+  /** `insertIgnore` of `rows` rows in one statement (rows whose key exists are skipped). */
+  insertIgnoreRows(table: string, columns: string[], conflictColumns: string[], rows: number): string;
+  /**
+   * Runs `insertIgnoreRows` on `runner` (a transaction's) and resolves to how many rows it
+   * inserted, not how many the driver calls affected. Driver errors are raised unchanged.
+   */
+  insertMissingRows(runner: QueryRunner, table: string, columns: string[], conflictColumns: string[], parameters: unknown[], rows: number): Promise<number>;
+  /** How an upsert's assignments refer to the value proposed for `column`. */
+  proposed(column: string): string;
+  /**
+   * One atomic statement: insert the row, or, when its key exists, apply `assignments` only where
+   * `condition` holds. Assignments and condition read the existing row as `table.column` and take
+   * no placeholders. They apply in order (on MySQL later ones see earlier new values), so list
+   * the columns that others read last.
+   */
+  conditionalUpsert(table: string, columns: string[], conflictColumn: string, assignments: [string, string][], condition: string): string;
+  /**
+   * Runs `conditionalUpsert` on `runner` (a transaction's); resolves to true when it inserted the
+   * row or applied the assignments, false when the existing row failed `condition`.
+   */
+  applyConditionalUpsert(
+    runner: QueryRunner,
+    table: string,
+    columns: string[],
+    conflictColumn: string,
+    assignments: [string, string][],
+    condition: string,
+    parameters: unknown[],
+  ): Promise<boolean>;
+  tableInfo(manager: EntityManager, table: TableRef): Promise<TableInfo | null>;
+  /**
+   * The collation the checkpoint tables' text columns need so that keys differing only in case,
+   * accents or trailing spaces stay different keys; undefined where the default already does.
+   */
+  exactTextCollation(runner: QueryRunner): Promise<string | undefined>;
+  /**
+   * Makes an initialized DataSource safe for the library to use; called once per DataSource before
+   * its first transaction. Returns false when it could not (not initialized yet), to be asked again.
+   */
+  prepare(dataSource: DataSource): boolean;
+}

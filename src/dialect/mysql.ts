@@ -1,0 +1,108 @@
+import type { ColumnInfo, Dialect } from './dialect';
+import { affectedRows, executeThroughRunner, ready, valueRows } from './shared-sql';
+
+function backtick(identifier: string): string {
+  return `\`${identifier.replace(/`/g, '``')}\``;
+}
+
+export const mysql: Dialect = {
+  name: 'mysql',
+  async exactTextCollation(runner) {
+    // The usual defaults (utf8mb4_general_ci, …_0900_ai_ci) ignore case and accents, and PAD SPACE
+    // collations (utf8mb4_bin too) trailing spaces. Binary and NO PAD: MySQL 8 utf8mb4_0900_bin,
+    // MariaDB utf8mb4_nopad_bin; older servers have only utf8mb4_bin.
+    const found = (await runner.query(
+      "SELECT COLLATION_NAME AS name FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN ('utf8mb4_0900_bin', 'utf8mb4_nopad_bin') ORDER BY COLLATION_NAME",
+    )) as { name: string }[];
+    return found[0]?.name ?? 'utf8mb4_bin';
+  },
+  prepare: ready,
+  supportsSkipLocked: true,
+  singleConnection: false,
+  // InnoDB's default REPEATABLE READ locks every row an UPDATE scans, and the gaps between them, so
+  // concurrent claims and completions deadlock; READ COMMITTED locks only matching rows, as PostgreSQL.
+  ownTransactionIsolation: 'READ COMMITTED',
+  quote: backtick,
+  execute: executeThroughRunner,
+  sql: (text) => text,
+  placeholder: () => '?',
+  bindable: (value) => value,
+  lexicon: { backslashEscapes: 'always', dollarQuotes: false },
+  insertIgnore(table, columns, conflictColumns) {
+    const cols = columns.map(backtick).join(', ');
+    // ON DUPLICATE KEY UPDATE of the key to itself: unlike INSERT IGNORE it hides no other error.
+    const k = backtick(conflictColumns[0]);
+    return `INSERT INTO ${backtick(table)} (${cols}) VALUES (${columns.map(() => '?').join(', ')}) ON DUPLICATE KEY UPDATE ${k} = ${k}`;
+  },
+  lockRow(table, keyColumn) {
+    return { select: `SELECT * FROM ${backtick(table)} WHERE ${backtick(keyColumn)} = ? FOR UPDATE` };
+  },
+  skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
+  supportsReturning: false,
+  insertIgnoreRows(table, columns, conflictColumns, rows) {
+    const k = backtick(conflictColumns[0]);
+    return `INSERT INTO ${backtick(table)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, rows)} ON DUPLICATE KEY UPDATE ${k} = ${k}`;
+  },
+  async insertMissingRows(runner, table, columns, conflictColumns, parameters, rows) {
+    // With the found-rows flag (mysql2's default) a skipped row counts as affected, so the
+    // statement counts its skips itself, in a session variable of this transaction's connection.
+    const k = backtick(conflictColumns[0]);
+    await runner.query('SET @checkpoint_skipped = 0');
+    await runner.query(
+      `INSERT INTO ${backtick(table)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, rows)} ` +
+        `ON DUPLICATE KEY UPDATE ${k} = IF((@checkpoint_skipped := @checkpoint_skipped + 1) > 0, ${k}, ${k})`,
+      parameters,
+    );
+    const counted = (await runner.query('SELECT @checkpoint_skipped AS skipped')) as { skipped: number | string }[];
+    return rows - Number(counted[0].skipped);
+  },
+  proposed: (column) => `VALUES(${backtick(column)})`,
+  conditionalUpsert(table, columns, _conflictColumn, assignments, condition) {
+    // MySQL applies assignments left to right, so the condition is evaluated once, up front (never
+    // NULL, so that NULL afterwards means "not evaluated": the row was inserted).
+    const updates = assignments.map(([column, value], i) => {
+      const test = i === 0 ? `@checkpoint_upsert := COALESCE((${condition}), 0)` : '@checkpoint_upsert';
+      return `${backtick(column)} = IF(${test}, ${value}, ${backtick(table)}.${backtick(column)})`;
+    });
+    return `INSERT INTO ${backtick(table)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, 1)} ON DUPLICATE KEY UPDATE ${updates.join(', ')}`;
+  },
+  async applyConditionalUpsert(runner, table, columns, conflictColumn, assignments, condition, parameters) {
+    // With the found-rows flag (mysql2's default) an existing row that failed the condition still
+    // counts as affected; the condition's value, kept in a session variable, tells instead.
+    await runner.query('SET @checkpoint_upsert = NULL');
+    const affected = await affectedRows(runner, this.conditionalUpsert(table, columns, conflictColumn, assignments, condition), parameters);
+    const outcome = (await runner.query('SELECT @checkpoint_upsert AS applied')) as { applied: number | string | null }[];
+    const applied = outcome[0].applied;
+    return applied === null ? affected > 0 : Number(applied) === 1;
+  },
+  async tableInfo(manager, table) {
+    const schemaExpr = table.schema ? '?' : 'DATABASE()';
+    const args = table.schema ? [table.schema, table.name] : [table.name];
+    const columns: { name: string; dataType: string; columnType: string }[] = await manager.query(
+      `SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType FROM information_schema.COLUMNS
+        WHERE TABLE_SCHEMA = ${schemaExpr} AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
+      args,
+    );
+    if (columns.length === 0) return null;
+    const indexes: { indexName: string; columnName: string | null; subPart: number | null; parts: number | string }[] =
+      await manager.query(
+        `SELECT INDEX_NAME AS indexName, MAX(COLUMN_NAME) AS columnName, MAX(SUB_PART) AS subPart, COUNT(*) AS parts
+           FROM information_schema.STATISTICS
+          WHERE TABLE_SCHEMA = ${schemaExpr} AND TABLE_NAME = ? AND NON_UNIQUE = 0
+          GROUP BY INDEX_NAME`,
+        args,
+      );
+    const keyTypes: Record<string, ColumnInfo['keyType']> = {
+      tinyint: 'integer', smallint: 'integer', mediumint: 'integer', int: 'integer', bigint: 'bigint',
+      varchar: 'text', char: 'text', text: 'text', uuid: 'uuid',
+    };
+    return {
+      columns: columns.map((c) => ({ name: c.name, declaredType: c.columnType, keyType: keyTypes[c.dataType] ?? null })),
+      // A prefix index (SUB_PART) or a functional index (no COLUMN_NAME) is not unique on the column.
+      uniqueColumns: new Set(
+        indexes.filter((i) => Number(i.parts) === 1 && i.columnName && i.subPart === null).map((i) => i.columnName as string),
+      ),
+      quotedTable: table.schema ? `${backtick(table.schema)}.${backtick(table.name)}` : backtick(table.name),
+    };
+  },
+};

@@ -1,0 +1,93 @@
+import type { EventEmitter } from 'node:events';
+import type { ColumnInfo, Dialect } from './dialect';
+import { copyFromStdin } from './copy-pipeline';
+import { executePrepared, ignoreClientError } from './pg-client';
+import { affectedRows, defaultCollationIsExact, doubleQuote, onConflictDoNothing, onConflictUpdateWhere, questionMarks } from './shared-sql';
+
+export const postgres: Dialect = {
+  name: 'postgres',
+  exactTextCollation: defaultCollationIsExact,
+  prepare(dataSource) {
+    // pg-pool hands out a new client from inside the socket read that completed its connection; an
+    // error message in that same read (the connection killed right then) is emitted before TypeORM
+    // attaches its listener, and an 'error' event nobody listens to crashes the whole process. A
+    // listener on every new client leaves such a client merely unusable: its first query fails
+    // (DATABASE_ERROR) and the pool drops it.
+    const driver = dataSource.driver as unknown as { master?: EventEmitter; slaves?: EventEmitter[] };
+    if (!driver.master) return false;
+    for (const pool of [driver.master, ...(driver.slaves ?? [])]) {
+      pool.on('connect', (client: EventEmitter) => client.on('error', ignoreClientError));
+    }
+    return true;
+  },
+  supportsSkipLocked: true,
+  singleConnection: false,
+  quote: doubleQuote,
+  execute: executePrepared,
+  sql(text) {
+    let n = 0;
+    return text.replace(questionMarks, () => `$${++n}`);
+  },
+  placeholder: (n) => `$${n}`,
+  bindable: (value) => value,
+  lexicon: { backslashEscapes: 'e-prefix', dollarQuotes: true },
+  insertIgnore(table, columns, conflictColumns) {
+    const cols = columns.map(doubleQuote).join(', ');
+    const marks = columns.map(() => '?').join(', ');
+    return this.sql(
+      `INSERT INTO ${doubleQuote(table)} (${cols}) VALUES (${marks}) ON CONFLICT (${conflictColumns.map(doubleQuote).join(', ')}) DO NOTHING`,
+    );
+  },
+  lockRow(table, keyColumn) {
+    return { select: this.sql(`SELECT * FROM ${doubleQuote(table)} WHERE ${doubleQuote(keyColumn)} = ? FOR UPDATE`) };
+  },
+  skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
+  supportsReturning: true,
+  copyRows: copyFromStdin,
+  insertIgnoreRows(table, columns, conflictColumns, rows) {
+    return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
+  },
+  insertMissingRows(runner, table, columns, conflictColumns, parameters, rows) {
+    return affectedRows(runner, this.insertIgnoreRows(table, columns, conflictColumns, rows), parameters);
+  },
+  proposed: (column) => `EXCLUDED.${doubleQuote(column)}`,
+  conditionalUpsert(table, columns, conflictColumn, assignments, condition) {
+    return this.sql(onConflictUpdateWhere(table, columns, conflictColumn, assignments, condition));
+  },
+  async applyConditionalUpsert(runner, table, columns, conflictColumn, assignments, condition, parameters) {
+    return (await affectedRows(runner, this.conditionalUpsert(table, columns, conflictColumn, assignments, condition), parameters)) > 0;
+  },
+  async tableInfo(manager, table) {
+    const regclass = table.schema
+      ? "to_regclass(quote_ident($1) || '.' || quote_ident($2))"
+      : 'to_regclass(quote_ident($1))';
+    const args = table.schema ? [table.schema, table.name] : [table.name];
+    const found: { oid: string | null; ref: string | null }[] = await manager.query(
+      `SELECT ${regclass}::oid AS oid, ${regclass}::text AS ref`,
+      args,
+    );
+    const oid = found[0]?.oid;
+    if (!oid) return null;
+    const columns: { attname: string; attnum: number; typname: string; format: string }[] = await manager.query(
+      `SELECT a.attname, a.attnum, t.typname, format_type(a.atttypid, a.atttypmod) AS format
+         FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+        WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+      [oid],
+    );
+    const unique: { attname: string }[] = await manager.query(
+      `SELECT a.attname FROM pg_index i
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+        WHERE i.indrelid = $1 AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
+          AND i.indexprs IS NULL AND i.indnkeyatts = 1`,
+      [oid],
+    );
+    const keyTypes: Record<string, ColumnInfo['keyType']> = {
+      int2: 'integer', int4: 'integer', int8: 'bigint', text: 'text', varchar: 'text', bpchar: 'text', uuid: 'uuid',
+    };
+    return {
+      columns: columns.map((c) => ({ name: c.attname, keyType: keyTypes[c.typname] ?? null, declaredType: c.format })),
+      uniqueColumns: new Set(unique.map((u) => u.attname)),
+      quotedTable: table.schema ? `${doubleQuote(table.schema)}.${doubleQuote(table.name)}` : doubleQuote(table.name),
+    };
+  },
+};

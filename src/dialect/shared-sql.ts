@@ -1,0 +1,50 @@
+import type { QueryResult, QueryRunner } from 'typeorm';
+import type { Executed } from './dialect';
+
+/** SQL text shared by more than one dialect: ANSI identifier quoting and the ON CONFLICT upsert of PostgreSQL and SQLite. */
+
+export const questionMarks = /\?/g;
+
+export function doubleQuote(identifier: string): string {
+  return `"${identifier.replace(/"/g, '""')}"`;
+}
+
+export function valueRows(columnCount: number, rows: number): string {
+  const row = `(${new Array<string>(columnCount).fill('?').join(', ')})`;
+  return new Array<string>(rows).fill(row).join(', ');
+}
+
+/** PostgreSQL and SQLite (3.24+) share the upsert syntax; `?` placeholders. */
+export function onConflictDoNothing(table: string, columns: string[], conflictColumns: string[], rows: number): string {
+  return `INSERT INTO ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) VALUES ${valueRows(columns.length, rows)} ON CONFLICT (${conflictColumns.map(doubleQuote).join(', ')}) DO NOTHING`;
+}
+
+export function onConflictUpdateWhere(
+  table: string,
+  columns: string[],
+  conflictColumn: string,
+  assignments: [string, string][],
+  condition: string,
+): string {
+  const updates = assignments.map(([column, value]) => `${doubleQuote(column)} = ${value}`).join(', ');
+  return `INSERT INTO ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) VALUES ${valueRows(columns.length, 1)} ON CONFLICT (${doubleQuote(conflictColumn)}) DO UPDATE SET ${updates} WHERE ${condition}`;
+}
+
+/** Rows changed by one statement: the structured result is where every driver reports them (TypeORM 0.3 and 1.x). */
+export async function affectedRows(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<number> {
+  const result = (await runner.query(sql, parameters, true)) as QueryResult;
+  return Number(result.affected ?? 0);
+}
+
+
+/** Through TypeORM's runner: its structured result is where every driver reports rows and changes. */
+export async function executeThroughRunner<T>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>> {
+  const result = (await runner.query(sql, parameters, true)) as QueryResult<T>;
+  return { rows: Array.isArray(result.records) ? result.records : [], affected: Number(result.affected ?? 0) };
+}
+
+/** Nothing to prepare. */
+export const ready = () => true;
+
+/** PostgreSQL's deterministic and SQLite's BINARY default collations compare text exactly. */
+export const defaultCollationIsExact = () => Promise.resolve(undefined);
