@@ -2,8 +2,9 @@ import { CheckpointJob } from './CheckpointJob';
 import { FileCheckpoint, type FileStatus } from './FileCheckpoint';
 import { ImportItem } from './ImportItem';
 import { ImportJob } from './ImportJob';
+import { ImportReject } from './ImportReject';
 
-export { CheckpointJob, FileCheckpoint, type FileStatus, ImportItem, ImportJob };
+export { CheckpointJob, FileCheckpoint, type FileStatus, ImportItem, ImportJob, ImportReject };
 
 /** Add these to your DataSource's `entities`. */
-export const checkpointEntities = [CheckpointJob, ImportJob, ImportItem, FileCheckpoint];
+export const checkpointEntities = [CheckpointJob, ImportJob, ImportItem, FileCheckpoint, ImportReject];

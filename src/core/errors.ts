@@ -29,13 +29,15 @@ export class InvalidArgumentError extends CheckpointError {
   }
 }
 
-/** Thrown when input data (a file, a row) breaks the import contract; `index` is the offending item. */
+/** Thrown when input data (a file, a row) breaks the import contract; `index` is the offending item, `field` its field (records mode). */
 export class InvalidInputError extends CheckpointError {
   readonly index?: number;
+  readonly field?: string;
 
-  constructor(message: string, index?: number, options?: { cause?: unknown }) {
+  constructor(message: string, index?: number, options?: { cause?: unknown; field?: string }) {
     super('INVALID_INPUT', message, options);
     if (index !== undefined) this.index = index;
+    if (options?.field !== undefined) this.field = options.field;
   }
 }
 

@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import type { CopyAround } from './copy-pipeline';
+import type { BoundStatement, CopyAround } from './copy-pipeline';
 import type { CopyRows } from './copy-text';
+import type { RecordColumn } from './record-columns';
 
 /** The column facts `sqlSource` needs, read from the real database catalogue. */
 export interface ColumnInfo {
@@ -30,6 +31,14 @@ export interface SqlLexicon {
 export interface Executed<T = Record<string, unknown>> {
   rows: T[];
   affected: number;
+}
+
+export interface RecordConflict {
+  mode: 'skip' | 'update';
+  /** The key the conflict is on (PostgreSQL and SQLite name it; MySQL uses any unique key). */
+  keyColumns: string[];
+  /** Columns a conflicting row overwrites ('update'). */
+  update: string[];
 }
 
 export interface TableRef {
@@ -119,6 +128,21 @@ export interface Dialect {
     parameters: unknown[],
   ): Promise<boolean>;
   tableInfo(manager: EntityManager, table: TableRef): Promise<TableInfo | null>;
+  /**
+   * Makes the current transaction's commit asynchronous (PostgreSQL's `SET LOCAL synchronous_commit
+   * = off`): a database crash may lose it, rows and checkpoint together. Undefined elsewhere.
+   */
+  readonly asynchronousCommit?: BoundStatement;
+  /** What records mode checks values against: floats with NaN/±Infinity, text with U+0000. */
+  readonly storable: { floatSpecials: boolean; textHoldsNul: boolean };
+  /** The columns of `table` as records mode converts values for them, from the catalogue; null when there is no such table. */
+  recordColumns(manager: EntityManager, table: TableRef): Promise<RecordColumn[] | null>;
+  /**
+   * A multi-row INSERT of `rows` rows (`?` placeholders, the driver's after `sql`); with `conflict`,
+   * a row whose key exists keeps the old row ('skip') or overwrites `update` columns ('update').
+   * MySQL: ON DUPLICATE KEY UPDATE (a no-op one for skip), never INSERT IGNORE.
+   */
+  insertRecords(table: TableRef, columns: string[], rows: number, conflict?: RecordConflict): string;
   /**
    * The collation the checkpoint tables' text columns need so that keys differing only in case,
    * accents or trailing spaces stay different keys; undefined where the default already does.

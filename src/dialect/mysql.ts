@@ -1,5 +1,72 @@
 import type { ColumnInfo, Dialect } from './dialect';
-import { affectedRows, executeThroughRunner, ready, valueRows } from './shared-sql';
+import { integerRange, type RecordColumn } from './record-columns';
+import { affectedRows, executeThroughRunner, qualifiedTable, ready, valueRows } from './shared-sql';
+
+const MYSQL_INTEGER_BYTES: Record<string, 1 | 2 | 3 | 4 | 8> = { tinyint: 1, smallint: 2, mediumint: 3, int: 4, integer: 4, bigint: 8 };
+
+interface MysqlCatalogueColumn {
+  name: string;
+  dataType: string;
+  columnType: string;
+  length: number | string | null;
+  numPrecision: number | string | null;
+  numScale: number | string | null;
+  fractionDigits: number | string | null;
+  isNullable: string;
+  columnDefault: string | null;
+  extra: string;
+  columnKey: string;
+}
+
+const numberOrNull = (value: number | string | null) => (value === null ? null : Number(value));
+
+function mysqlRecordColumn(c: MysqlCatalogueColumn, primary: number): RecordColumn {
+  const nullable = c.isNullable === 'YES';
+  const base = {
+    name: c.name,
+    nullable,
+    hasDefault: (c.columnDefault !== null && !(nullable && c.columnDefault === 'NULL')) || /auto_increment|generated/i.test(c.extra),
+    primary,
+  };
+  const type = c.dataType.toLowerCase();
+  const columnType = c.columnType.toLowerCase();
+  // TypeORM's boolean is tinyint(1) (MariaDB shows the width; MySQL 8 may not).
+  if (columnType === 'tinyint(1)' || type === 'boolean' || type === 'bool') return { ...base, kind: 'boolean' };
+  const bytes = MYSQL_INTEGER_BYTES[type];
+  if (bytes) return { ...base, kind: 'integer', ...integerRange(bytes, columnType.includes('unsigned')) };
+  switch (type) {
+    case 'decimal':
+    case 'numeric':
+      return { ...base, kind: 'numeric', precision: numberOrNull(c.numPrecision), scale: numberOrNull(c.numScale) };
+    case 'float':
+    case 'double':
+    case 'real':
+      return { ...base, kind: 'float' };
+    case 'date':
+      return { ...base, kind: 'date' };
+    case 'datetime':
+    case 'timestamp':
+      return { ...base, kind: 'timestamp', fractionDigits: numberOrNull(c.fractionDigits) ?? 0 };
+    case 'uuid':
+      return { ...base, kind: 'uuid' };
+    case 'json':
+      return { ...base, kind: 'json' };
+    case 'enum': {
+      const values = [...columnType.slice(5, -1).matchAll(/'((?:[^']|'')*)'/g)].map((m) => m[1].replace(/''/g, "'"));
+      return { ...base, kind: 'enum', values };
+    }
+    case 'char':
+    case 'varchar':
+      return { ...base, kind: 'text', length: numberOrNull(c.length) };
+    case 'tinytext':
+    case 'text':
+    case 'mediumtext':
+    case 'longtext':
+      return { ...base, kind: 'text', length: null };
+    default:
+      return { ...base, kind: 'other' };
+  }
+}
 
 function backtick(identifier: string): string {
   return `\`${identifier.replace(/`/g, '``')}\``;
@@ -104,5 +171,29 @@ export const mysql: Dialect = {
       ),
       quotedTable: table.schema ? `${backtick(table.schema)}.${backtick(table.name)}` : backtick(table.name),
     };
+  },
+  storable: { floatSpecials: false, textHoldsNul: true },
+  async recordColumns(manager, table) {
+    const columns: MysqlCatalogueColumn[] = await manager.query(
+      `SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType, CHARACTER_MAXIMUM_LENGTH AS length,
+              NUMERIC_PRECISION AS numPrecision, NUMERIC_SCALE AS numScale, DATETIME_PRECISION AS fractionDigits,
+              IS_NULLABLE AS isNullable, COLUMN_DEFAULT AS columnDefault, EXTRA AS extra, COLUMN_KEY AS columnKey
+         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${table.schema ? '?' : 'DATABASE()'} AND TABLE_NAME = ?
+        ORDER BY ORDINAL_POSITION`,
+      table.schema ? [table.schema, table.name] : [table.name],
+    );
+    if (columns.length === 0) return null;
+    let position = 0;
+    return columns.map((c) => mysqlRecordColumn(c, c.columnKey === 'PRI' ? ++position : 0));
+  },
+  insertRecords(table, columns, rows, conflict) {
+    const insert = `INSERT INTO ${qualifiedTable(table, backtick)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, rows)}`;
+    if (!conflict) return insert;
+    // A no-op update for skip: unlike INSERT IGNORE it hides no other error.
+    const k = backtick(conflict.keyColumns[0]);
+    const updates = conflict.mode === 'update' && conflict.update.length > 0
+      ? conflict.update.map((c) => `${backtick(c)} = VALUES(${backtick(c)})`).join(', ')
+      : `${k} = ${k}`;
+    return `${insert} ON DUPLICATE KEY UPDATE ${updates}`;
   },
 };

@@ -2,7 +2,52 @@ import type { EventEmitter } from 'node:events';
 import type { ColumnInfo, Dialect } from './dialect';
 import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
-import { affectedRows, defaultCollationIsExact, doubleQuote, onConflictDoNothing, onConflictUpdateWhere, questionMarks } from './shared-sql';
+import { integerRange, type RecordColumn } from './record-columns';
+import { affectedRows, defaultCollationIsExact, doubleQuote, onConflictDoNothing, onConflictRecords, onConflictUpdateWhere, questionMarks } from './shared-sql';
+
+const PG_INTEGER_BYTES: Record<string, 2 | 4 | 8> = { int2: 2, int4: 4, int8: 8 };
+const PG_TEXT = new Set(['text', 'varchar', 'bpchar', 'citext', 'name']);
+
+interface PgCatalogueColumn {
+  name: string;
+  udt: string;
+  length: number | null;
+  precision: number | null;
+  scale: number | null;
+  fractionDigits: number | null;
+  nullable: boolean;
+  hasDefault: boolean;
+  primary: number;
+  values: string[] | null;
+}
+
+function pgRecordColumn(c: PgCatalogueColumn): RecordColumn {
+  const base = { name: c.name, nullable: c.nullable, hasDefault: c.hasDefault, primary: Number(c.primary) };
+  const bytes = PG_INTEGER_BYTES[c.udt];
+  if (bytes) return { ...base, kind: 'integer', ...integerRange(bytes) };
+  if (c.values) return { ...base, kind: 'enum', values: c.values };
+  switch (c.udt) {
+    case 'numeric':
+      return { ...base, kind: 'numeric', precision: c.precision, scale: c.precision === null ? null : c.scale };
+    case 'float4':
+    case 'float8':
+      return { ...base, kind: 'float' };
+    case 'bool':
+      return { ...base, kind: 'boolean' };
+    case 'date':
+      return { ...base, kind: 'date' };
+    case 'timestamp':
+    case 'timestamptz':
+      return { ...base, kind: c.udt, fractionDigits: c.fractionDigits ?? 6 };
+    case 'uuid':
+      return { ...base, kind: 'uuid' };
+    case 'json':
+    case 'jsonb':
+      return { ...base, kind: 'json' };
+    default:
+      return PG_TEXT.has(c.udt) ? { ...base, kind: 'text', length: c.length } : { ...base, kind: 'other' };
+  }
+}
 
 export const postgres: Dialect = {
   name: 'postgres',
@@ -89,5 +134,29 @@ export const postgres: Dialect = {
       uniqueColumns: new Set(unique.map((u) => u.attname)),
       quotedTable: table.schema ? `${doubleQuote(table.schema)}.${doubleQuote(table.name)}` : doubleQuote(table.name),
     };
+  },
+  storable: { floatSpecials: true, textHoldsNul: false },
+  asynchronousCommit: { sql: 'SET LOCAL synchronous_commit = off', parameters: [] },
+  async recordColumns(manager, table) {
+    const columns: PgCatalogueColumn[] = await manager.query(
+      `SELECT c.column_name AS name, c.udt_name AS udt, c.character_maximum_length AS length,
+              c.numeric_precision AS precision, c.numeric_scale AS scale, c.datetime_precision AS "fractionDigits",
+              c.is_nullable = 'YES' AS nullable,
+              (c.column_default IS NOT NULL OR c.is_identity = 'YES' OR c.is_generated <> 'NEVER') AS "hasDefault",
+              COALESCE((SELECT array_position(k.conkey, c.ordinal_position::int2) FROM pg_constraint k
+                         WHERE k.conrelid = (quote_ident(c.table_schema) || '.' || quote_ident(c.table_name))::regclass
+                           AND k.contype = 'p'), 0) AS primary,
+              (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
+                 JOIN pg_type t ON t.oid = e.enumtypid JOIN pg_namespace n ON n.oid = t.typnamespace
+                WHERE t.typname = c.udt_name AND n.nspname = c.udt_schema) AS values
+         FROM information_schema.columns c
+        WHERE c.table_schema = COALESCE($2, current_schema()) AND c.table_name = $1
+        ORDER BY c.ordinal_position`,
+      [table.name, table.schema ?? null],
+    );
+    return columns.length === 0 ? null : columns.map(pgRecordColumn);
+  },
+  insertRecords(table, columns, rows, conflict) {
+    return this.sql(onConflictRecords(table, columns, rows, conflict));
   },
 };

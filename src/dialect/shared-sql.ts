@@ -1,5 +1,5 @@
 import type { QueryResult, QueryRunner } from 'typeorm';
-import type { Executed } from './dialect';
+import type { Executed, RecordConflict, TableRef } from './dialect';
 
 /** SQL text shared by more than one dialect: ANSI identifier quoting and the ON CONFLICT upsert of PostgreSQL and SQLite. */
 
@@ -48,3 +48,17 @@ export const ready = () => true;
 
 /** PostgreSQL's deterministic and SQLite's BINARY default collations compare text exactly. */
 export const defaultCollationIsExact = () => Promise.resolve(undefined);
+
+/** A table reference, schema-qualified when it has one. */
+export function qualifiedTable(table: TableRef, quote: (identifier: string) => string): string {
+  return table.schema ? `${quote(table.schema)}.${quote(table.name)}` : quote(table.name);
+}
+
+/** Records mode's multi-row INSERT on PostgreSQL and SQLite (`?` placeholders). */
+export function onConflictRecords(table: TableRef, columns: string[], rows: number, conflict?: RecordConflict): string {
+  const insert = `INSERT INTO ${qualifiedTable(table, doubleQuote)} (${columns.map(doubleQuote).join(', ')}) VALUES ${valueRows(columns.length, rows)}`;
+  if (!conflict) return insert;
+  const target = `ON CONFLICT (${conflict.keyColumns.map(doubleQuote).join(', ')})`;
+  if (conflict.mode === 'skip' || conflict.update.length === 0) return `${insert} ${target} DO NOTHING`;
+  return `${insert} ${target} DO UPDATE SET ${conflict.update.map((c) => `${doubleQuote(c)} = excluded.${doubleQuote(c)}`).join(', ')}`;
+}

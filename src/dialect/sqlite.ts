@@ -1,10 +1,12 @@
 import type { Dialect } from './dialect';
+import { integerRange, type RecordColumn, typeArguments } from './record-columns';
 import {
   affectedRows,
   defaultCollationIsExact,
   doubleQuote,
   executeThroughRunner,
   onConflictDoNothing,
+  onConflictRecords,
   onConflictUpdateWhere,
   ready,
 } from './shared-sql';
@@ -86,4 +88,42 @@ export const sqlite: Dialect = {
       quotedTable: doubleQuote(table.name),
     };
   },
+  storable: { floatSpecials: false, textHoldsNul: true },
+  async recordColumns(manager, table) {
+    const columns: { name: string; type: string; notnull: number; dflt_value: string | null; pk: number }[] = await manager.query(
+      'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)',
+      [table.name],
+    );
+    if (columns.length === 0) return null;
+    // An INTEGER PRIMARY KEY is the rowid: SQLite fills it.
+    const keys = columns.filter((c) => c.pk > 0);
+    return columns.map((c) => sqliteRecordColumn(c, keys.length === 1 && c.pk > 0 && c.type.toLowerCase() === 'integer'));
+  },
+  insertRecords: onConflictRecords,
 };
+
+/** Records mode's column kind for a declared SQLite type (its affinity alone says too little). */
+function sqliteRecordColumn(column: { name: string; type: string; notnull: number; dflt_value: string | null; pk: number }, rowid: boolean): RecordColumn {
+  const declared = column.type.toLowerCase();
+  const base: Pick<RecordColumn, 'name' | 'nullable' | 'hasDefault' | 'primary'> = {
+    name: column.name,
+    // A primary key column other than the rowid may hold NULL in SQLite, but no application means that.
+    nullable: column.notnull === 0 && column.pk === 0,
+    hasDefault: column.dflt_value !== null || rowid,
+    primary: column.pk,
+  };
+  const [first, second] = typeArguments(declared);
+  if (/^bool/.test(declared)) return { ...base, kind: 'boolean' };
+  if (/int/.test(declared)) {
+    const bytes = /^tinyint/.test(declared) ? 1 : /^(smallint|int2)/.test(declared) ? 2 : /^mediumint/.test(declared) ? 3 : 8;
+    return { ...base, kind: 'integer', ...integerRange(bytes, /unsigned/.test(declared)) };
+  }
+  if (/^(decimal|numeric)/.test(declared)) return { ...base, kind: 'numeric', precision: first ?? null, scale: first === undefined ? null : (second ?? 0) };
+  if (/^(real|double|float)/.test(declared)) return { ...base, kind: 'float' };
+  if (declared === 'date') return { ...base, kind: 'date' };
+  if (/^(datetime|timestamp)/.test(declared)) return { ...base, kind: 'timestamp', fractionDigits: 6 };
+  if (declared === 'uuid') return { ...base, kind: 'uuid' };
+  if (/^json/.test(declared)) return { ...base, kind: 'json' };
+  if (SQLITE_TEXT.test(declared) || declared === '') return { ...base, kind: 'text', length: first ?? null };
+  return { ...base, kind: 'other' };
+}

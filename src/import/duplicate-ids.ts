@@ -15,6 +15,8 @@ export interface DuplicateIdsOptions {
   maxCandidates?: number;
   hash?: IdHash;
   tempDir?: string;
+  /** Collect the duplicates met while ids are kept exactly instead of throwing (see `everyDuplicate`). */
+  collect?: boolean;
 }
 
 const ENTRY_BYTES = 16; // hash high word, hash low word, index as a double
@@ -179,8 +181,10 @@ export class DuplicateIds {
   private spilled = 0;
   private dir: string | null = null;
   private file: FileHandle | null = null;
+  private readonly collected: number[] | null;
 
   constructor(options: DuplicateIdsOptions = {}) {
+    this.collected = options.collect ? [] : null;
     this.exactLimit = options.exactBytes ?? 4 * 1024 * 1024;
     this.runEntries = options.runEntries ?? 256 * 1024;
     this.maxCandidates = options.maxCandidates ?? 100 * 1024;
@@ -194,7 +198,11 @@ export class DuplicateIds {
    */
   add(id: string, index: number): Promise<void> | undefined {
     if (this.exact) {
-      if (this.exact.has(id)) throw duplicateId(id, index);
+      if (this.exact.has(id)) {
+        if (!this.collected) throw duplicateId(id, index);
+        this.collected.push(index);
+        return undefined;
+      }
       this.exact.set(id, index);
       // Rough V8 cost of a map entry holding a short string.
       this.exactBytes += 2 * id.length + 64;
@@ -237,6 +245,36 @@ export class DuplicateIds {
       }
     }
     return first;
+  }
+
+  /**
+   * With `collect`: the indexes (ascending) of every row whose id appeared earlier, the later
+   * occurrences only; `lookup` as for `firstDuplicate`. Memory grows with the duplicates (and
+   * hash collisions) only.
+   */
+  async everyDuplicate(lookup: (indexes: number[]) => Promise<Map<number, string>>): Promise<number[]> {
+    const found = new Set(this.collected ?? []);
+    if (!this.exact) {
+      if (this.count > 0) await this.spill();
+      const groups = await this.collisionGroups(Infinity);
+      if (groups.length > 0) {
+        const ids = await lookup([...new Set(groups.flat())].sort((a, b) => a - b));
+        for (const group of groups) {
+          const seen = new Set<string>();
+          for (const index of group) {
+            const id = ids.get(index) as string;
+            if (seen.has(id)) found.add(index);
+            seen.add(id);
+          }
+        }
+      }
+    }
+    return [...found].sort((a, b) => a - b);
+  }
+
+  /** With `collect`: the first duplicate met while ids were kept exactly. */
+  get firstCollected(): number | undefined {
+    return this.collected?.[0];
   }
 
   async close(): Promise<void> {
@@ -308,7 +346,7 @@ export class DuplicateIds {
    * Merges the runs and returns the groups of row indexes (ascending) that share a 64-bit hash.
    * Past `maxCandidates` indexes, only the groups that could hold the earliest duplicate are kept.
    */
-  private async collisionGroups(): Promise<number[][]> {
+  private async collisionGroups(maxCandidates = this.maxCandidates): Promise<number[][]> {
     const heap: RunCursor[] = [];
     const readEntries = Math.max(MIN_READ_ENTRIES, Math.min(MAX_READ_ENTRIES, Math.floor(READ_BUDGET / Math.max(1, this.runs.length))));
     for (const run of this.runs) {
@@ -338,7 +376,7 @@ export class DuplicateIds {
         if (group.length < 2 || group[1] > limit) continue;
         groups.push(group);
         kept += group.length;
-        if (kept > this.maxCandidates) {
+        if (kept > maxCandidates) {
           groups.sort((a, b) => a[1] - b[1]);
           groups = groups.slice(0, Math.max(1, Math.floor(groups.length / 2)));
           kept = groups.reduce((sum, g) => sum + g.length, 0);

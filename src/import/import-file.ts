@@ -16,19 +16,25 @@ import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from './source-blocks';
+import { gunzipped } from './records/record-readers';
+import { importRecords, type RecordsOptions, type RowError, validateRecordsOptions } from './records/import-records';
 
 export type { Row } from './row';
 export type { ImportFormat } from './read-rows';
 export { replaceImport } from './replace-import';
 export { fileDigest } from './source-digest';
 
-export interface ImportFileOptions {
-  /** Defaults from the file extension: .json, .ndjson/.jsonl, .csv. */
+/** `R`: what a handler gets, `{ id, value }` rows or, in records mode, records (`Record<string, unknown>`). */
+export interface ImportFileOptions<R = Row> extends RecordsOptions {
+  /** Defaults from the file extension (.json, .ndjson/.jsonl, .csv; a `.gz` after it is read through gunzip). */
   format?: ImportFormat;
-  /** Rows per chunk (one transaction each); default 1000. */
+  /** Rows per chunk (one transaction each); default 1000. In records mode, source rows (valid, invalid and skipped alike). */
   size?: number;
-  /** Writes a chunk to the application's own tables (in `tx`) instead of `checkpoint_import_items`. */
-  handler?: (rows: Row[], tx: EntityManager, start: number) => unknown;
+  /**
+   * Writes a chunk to the application's own tables (in `tx`) instead of `checkpoint_import_items`:
+   * `{ id, value }` rows, or records in records mode; `start` is the chunk's first source row.
+   */
+  handler?: (rows: R[], tx: EntityManager, start: number) => unknown;
   /** Called after each committed chunk. */
   onProgress?(progress: Progress): void;
   /** Stops cleanly after the current chunk commits. */
@@ -42,6 +48,20 @@ export interface ImportFileResult {
   nextIndex: number;
   rows: number;
   done: boolean;
+  /** Records mode (and `check`): rows `map` skipped, this call. */
+  skipped?: number;
+  /** Records mode (and `check`): invalid rows recorded as rejects (invalid: 'skip'), this call; with `check`, all of the file's. */
+  invalid?: number;
+  /** With `check`: the first invalid rows (at most 100). */
+  errors?: RowError[];
+}
+
+const RECORDS_ONLY = ['key', 'map', 'conflict', 'invalid', 'maxInvalid', 'csv'] as const;
+const GZIP = /\.gz$/i;
+
+/** The file's bytes as the format reader wants them: gunzipped for a `.gz` path. */
+function decoded(blocks: AsyncGenerator<Buffer>, gzip: boolean): AsyncGenerator<Buffer> {
+  return gzip ? gunzipped(blocks) : blocks;
 }
 
 const DEFAULT_SIZE = 1000;
@@ -51,7 +71,7 @@ function bulkPathOf(db: Db): boolean {
   return dialectOf(dataSourceOf(db)).copyRows !== undefined;
 }
 
-function validateOptions(options: ImportFileOptions): void {
+function validateOptions<R>(options: ImportFileOptions<R>): void {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('importFile: options must be an object.');
   if (options.handler !== undefined && typeof options.handler !== 'function') {
     throw new InvalidArgumentError('importFile: handler must be a function.');
@@ -74,17 +94,30 @@ function validateOptions(options: ImportFileOptions): void {
  * it reads must hash as in pass 1, so a file changed under the import is FINGERPRINT_MISMATCH
  * before anything of it is committed.
  */
-export async function importFile(db: Db, batch: string, path: string, options: ImportFileOptions = {}): Promise<ImportFileResult> {
+export async function importFile<R = Row>(db: Db, batch: string, path: string, options: ImportFileOptions<R> = {}): Promise<ImportFileResult> {
   validateBatch(batch);
   if (typeof path !== 'string' || path.length === 0) throw new InvalidArgumentError('importFile: path must be a non-empty string.');
   validateOptions(options);
-  const format = formatOf(path, options.format);
+  const gzip = GZIP.test(path);
+  const format = formatOf(path.replace(GZIP, ''), options.format);
   const size = options.size ?? DEFAULT_SIZE;
   validateSize(size, 'importFile');
   const { handler, onProgress, signal } = options;
+  if (options.into !== undefined || options.records === true) {
+    if (options.into !== undefined && handler) throw new InvalidArgumentError('importFile: pass into or handler, not both.');
+    validateRecordsOptions(options);
+    const records = handler as ((records: Record<string, unknown>[], tx: EntityManager, start: number) => unknown) | undefined;
+    return importRecords({ db, batch, path, format, gzip, size, handler: records, onProgress, signal }, options);
+  }
+  for (const name of RECORDS_ONLY) {
+    if (options[name] !== undefined) throw new InvalidArgumentError(`importFile: ${name} is an option of records mode (into or records: true).`);
+  }
+  validateRecordsOptions(options);
 
   const record = newSourceRecord();
-  const total = signal?.aborted ? null : await validateSource(path, format, record, batch, !handler, signal);
+  if (options.check) return checkSource(path, format, gzip, record, batch, !handler);
+  const rowHandler = handler as ImportFileOptions['handler'];
+  const total = signal?.aborted ? null : await validateSource(path, format, gzip, record, batch, !handler, signal);
   if (total === null) return storedState(db, batch);
 
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total));
@@ -100,8 +133,8 @@ export async function importFile(db: Db, batch: string, path: string, options: I
   const committer = chunk.copying ? bulkCommitter(db, batch, record.digest) : null;
   const commit = async (taken: TakenRows) => {
     const outcome = taken.copy
-      ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, () => rowsAt(path, format, record, batch, taken.start, taken.copy!.rows))
-      : await commitChunk(db, batch, record.digest, taken.start, taken.rows, handler);
+      ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
+      : await commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler);
     result.nextIndex = outcome.next;
     if (outcome.written === 0) return;
     result.rows += outcome.written;
@@ -135,7 +168,7 @@ export async function importFile(db: Db, batch: string, path: string, options: I
 
   try {
     // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
-    const blocks = verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read), reuseBuffer: format === 'csv' });
+    const blocks = decoded(verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read), reuseBuffer: format === 'csv' && !gzip }), gzip);
     if (format === 'csv' && chunk.copying) {
       for await (const { spans, from, index, header } of unchanged(csvData(blocks), batch, record)) {
         for (let r = from; r < spans.count; r++) {
@@ -241,6 +274,7 @@ class ChunkRows {
 async function validateSource(
   path: string,
   format: ImportFormat,
+  gzip: boolean,
   record: SourceRecord,
   batch: string,
   builtInTable: boolean,
@@ -252,11 +286,11 @@ async function validateSource(
     let failure: InvalidInputError | null = null;
     try {
       if (format === 'csv') {
-        const rows = await checkCsvRows(recordedBlocks(path, record, true), duplicates, builtInTable, signal);
+        const rows = await checkCsvRows(decoded(recordedBlocks(path, record, !gzip), gzip), duplicates, builtInTable, signal);
         if (rows === null) return null;
         index = rows;
       } else {
-        for await (const rows of readRows(format, recordedBlocks(path, record))) {
+        for await (const rows of readRows(format, decoded(recordedBlocks(path, record), gzip))) {
           for (const row of rows) {
             if (builtInTable) checkStorableId(row.id, index);
             const spilling = duplicates.add(row.id, index);
@@ -271,7 +305,7 @@ async function validateSource(
       failure = error;
     }
     // Rows before a failure come first: a duplicate among them is the earlier problem.
-    const duplicate = await duplicates.firstDuplicate((indexes) => idsAt(path, format, record, batch, indexes));
+    const duplicate = await duplicates.firstDuplicate((indexes) => idsAt(path, format, gzip, record, batch, indexes));
     if (duplicate) throw duplicateId(duplicate.id, duplicate.index);
     if (failure) throw failure;
     return index;
@@ -281,12 +315,12 @@ async function validateSource(
 }
 
 /** The second look behind duplicate detection: the ids of the given rows (ascending indexes), read again. */
-async function idsAt(path: string, format: ImportFormat, record: SourceRecord, batch: string, indexes: number[]): Promise<Map<number, string>> {
+async function idsAt(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord, batch: string, indexes: number[]): Promise<Map<number, string>> {
   const wanted = new Set(indexes);
   const last = indexes[indexes.length - 1];
   const ids = new Map<number, string>();
   let index = 0;
-  for await (const rows of readRows(format, verifiedBlocks(path, record, batch, { recordedOnly: true }))) {
+  for await (const rows of readRows(format, decoded(verifiedBlocks(path, record, batch, { recordedOnly: true }), gzip))) {
     for (const row of rows) {
       if (wanted.has(index)) ids.set(index, row.id);
       index++;
@@ -309,10 +343,10 @@ async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, record: So
 }
 
 /** Rows `start…start + count − 1` of the source, read again (to name a row the database refused). */
-async function rowsAt(path: string, format: ImportFormat, record: SourceRecord, batch: string, start: number, count: number): Promise<Row[]> {
+async function rowsAt(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord, batch: string, start: number, count: number): Promise<Row[]> {
   const found: Row[] = [];
   let index = 0;
-  for await (const rows of readRows(format, verifiedBlocks(path, record, batch, { recordedOnly: true }))) {
+  for await (const rows of readRows(format, decoded(verifiedBlocks(path, record, batch, { recordedOnly: true }), gzip))) {
     for (const row of rows) {
       if (index >= start && index < start + count) found.push(row);
       index++;
@@ -478,4 +512,19 @@ async function storedState(db: Db, batch: string): Promise<ImportFileResult> {
   const nextIndex = row ? Number(row.next_index) : 0;
   const total = row?.total_rows === null || row === undefined ? null : Number(row.total_rows);
   return { batch, digest: row?.digest ?? '', nextIndex, rows: 0, done: total !== null && nextIndex >= total };
+}
+
+/** `check` for the lab's rows: pass 1 alone; its rules stop at the first invalid row, so that is the one reported. */
+async function checkSource(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord, batch: string, builtInTable: boolean): Promise<ImportFileResult> {
+  const result: ImportFileResult = { batch, digest: '', nextIndex: 0, rows: 0, done: false, skipped: 0, invalid: 0, errors: [] };
+  try {
+    result.rows = (await validateSource(path, format, gzip, record, batch, builtInTable, undefined)) ?? 0;
+    result.digest = record.digest;
+  } catch (error) {
+    if (!(error instanceof InvalidInputError) || error.index === undefined) throw error;
+    result.invalid = 1;
+    result.rows = error.index;
+    result.errors = [{ index: error.index, field: null, reason: error.message }];
+  }
+  return result;
 }

@@ -1,0 +1,382 @@
+import type { EntityManager, EntityTarget } from 'typeorm';
+import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
+import { progressSince, type Progress } from '../../core/progress';
+import { dataSourceOf, type Db, joinsTransaction, transact } from '../../core/transaction';
+import { type BoundStatement, dialectOf, type RecordConflict } from '../../dialect';
+import { cursorMismatch } from '../apply-chunk';
+import { beginIn, fingerprintMismatch } from '../begin';
+import { DuplicateIds } from '../duplicate-ids';
+import { advanceImport, lockImport } from '../import-store';
+import type { ImportFormat } from '../read-rows';
+import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from '../source-blocks';
+import { type CsvOptions, gunzipped, readRecords, type SourceItem, validateCsvOptions } from './record-readers';
+import { type Evaluated, type RecordMap, RecordRows } from './record-rows';
+import { type TargetTable, targetTable } from './target-table';
+import { firstExistingKey, type RecordRow, type Reject, type RowWrite, writeRejects, writeRows } from './write-records';
+
+/** The options of `importFile` that records mode adds. */
+export interface RecordsOptions {
+  /** An entity (class, schema or name) or a table name: records are written there. */
+  into?: EntityTarget<unknown> | string;
+  /** Records mode without `into`: the handler gets records. Implied by `into`. */
+  records?: boolean;
+  /** Identity fields of the row as written (after `map`); a repeated key is an invalid row. */
+  key?: string | string[];
+  /** Record → column values (property or column names); null skips the row. Must be pure: it runs in both passes. */
+  map?: RecordMap;
+  /** `into` only: a row whose key exists in the target fails its chunk, keeps the old row, or overwrites it. */
+  conflict?: 'error' | 'skip' | 'update';
+  /** 'reject' (default): an invalid row rejects the file before any write; 'skip': invalid rows are recorded and left out. */
+  invalid?: 'reject' | 'skip';
+  /** With 'skip': more invalid rows than this rejects the file before any write. */
+  maxInvalid?: number;
+  csv?: CsvOptions;
+  /** Validate only (pass 1): nothing is written. */
+  check?: boolean;
+  /** Commit every chunk synchronously (PostgreSQL otherwise commits all but the last one asynchronously). */
+  durable?: boolean;
+}
+
+/** One invalid row as `check` reports it. */
+export interface RowError {
+  index: number;
+  field: string | null;
+  reason: string;
+}
+
+export interface RecordsResult {
+  batch: string;
+  digest: string;
+  nextIndex: number;
+  rows: number;
+  done: boolean;
+  skipped: number;
+  invalid: number;
+  errors?: RowError[];
+}
+
+/** What importFile has settled before handing over to records mode. */
+export interface RecordsCall {
+  db: Db;
+  batch: string;
+  path: string;
+  format: ImportFormat;
+  gzip: boolean;
+  size: number;
+  handler?: (records: Record<string, unknown>[], tx: EntityManager, start: number) => unknown;
+  onProgress?: (progress: Progress) => void;
+  signal?: AbortSignal;
+}
+
+const MAX_ERRORS = 100;
+
+/** Everything an import run needs, validated. */
+interface Plan extends RecordsCall {
+  rows: RecordRows;
+  target: TargetTable | null;
+  key: string[] | null;
+  conflict: RecordConflict | undefined;
+  /** The key a conflict is named by. */
+  keyColumns: string[];
+  lenient: boolean;
+  maxInvalid: number | undefined;
+  csv: CsvOptions;
+  check: boolean;
+  durable: boolean;
+}
+
+/** What pass 1 found. */
+interface Scan {
+  total: number;
+  skipped: number;
+  invalid: number;
+  /** Rows whose key appeared earlier (ascending): invalid rows pass 2 must leave out. */
+  duplicates: number[];
+  errors: RowError[];
+}
+
+export function validateRecordsOptions(options: RecordsOptions): void {
+  const { conflict, invalid, maxInvalid, key, map } = options;
+  if (conflict !== undefined && !['error', 'skip', 'update'].includes(conflict)) {
+    throw new InvalidArgumentError("importFile: conflict must be 'error', 'skip' or 'update'.");
+  }
+  if (conflict !== undefined && conflict !== 'error' && options.into === undefined) throw new InvalidArgumentError('importFile: conflict needs into.');
+  if (invalid !== undefined && invalid !== 'reject' && invalid !== 'skip') throw new InvalidArgumentError("importFile: invalid must be 'reject' or 'skip'.");
+  if (maxInvalid !== undefined && (typeof maxInvalid !== 'number' || !Number.isSafeInteger(maxInvalid) || maxInvalid < 0)) {
+    throw new InvalidArgumentError('importFile: maxInvalid must be a non-negative integer.');
+  }
+  if (maxInvalid !== undefined && invalid !== 'skip') throw new InvalidArgumentError("importFile: maxInvalid needs invalid: 'skip'.");
+  if (key !== undefined) {
+    const fields = typeof key === 'string' ? [key] : key;
+    if (!Array.isArray(fields) || fields.length === 0 || !fields.every((f) => typeof f === 'string' && f.length > 0)) {
+      throw new InvalidArgumentError('importFile: key must be a field name or a non-empty array of them.');
+    }
+  }
+  if (map !== undefined && typeof map !== 'function') throw new InvalidArgumentError('importFile: map must be a function.');
+  for (const flag of ['records', 'check', 'durable'] as const) {
+    if (options[flag] !== undefined && typeof options[flag] !== 'boolean') throw new InvalidArgumentError(`importFile: ${flag} must be a boolean.`);
+  }
+  validateCsvOptions(options.csv);
+}
+
+async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan> {
+  const key = options.key === undefined ? null : typeof options.key === 'string' ? [options.key] : options.key;
+  const dialect = dialectOf(dataSourceOf(call.db));
+  const target = options.into === undefined ? null : await transact(call.db, (tx) => targetTable(tx, options.into!));
+  const storable = { ...dialect.storable, jsonSource: call.format !== 'csv' };
+  const rows = new RecordRows(target, storable, options.map, key);
+  const keyColumns = rows.keyColumnNames() ?? target?.primaryKey ?? [];
+  let conflict: RecordConflict | undefined;
+  if (target && options.conflict !== undefined && options.conflict !== 'error') {
+    if (keyColumns.length === 0) {
+      throw new InvalidArgumentError(`importFile: conflict '${options.conflict}' needs a key: "${target.table.name}" has no primary key; pass key.`);
+    }
+    conflict = { mode: options.conflict, keyColumns, update: [] };
+  }
+  return {
+    ...call,
+    rows,
+    target,
+    key,
+    conflict,
+    keyColumns,
+    lenient: options.invalid === 'skip',
+    maxInvalid: options.maxInvalid,
+    csv: options.csv ?? {},
+    check: options.check === true,
+    durable: options.durable === true,
+  };
+}
+
+function sourceItems(plan: Plan, blocks: AsyncIterable<Buffer>): AsyncGenerator<SourceItem[]> {
+  return readRecords(plan.format, plan.gzip ? gunzipped(blocks) : blocks, plan.csv);
+}
+
+function rowError(error: RowError): InvalidInputError {
+  return new InvalidInputError(`Row ${error.index}${error.field === null ? '' : `, field "${error.field}"`}: ${error.reason}.`, error.index, {
+    ...(error.field === null ? {} : { field: error.field }),
+  });
+}
+
+function duplicateError(plan: Plan, index: number): RowError {
+  return { index, field: plan.key?.[0] ?? null, reason: `the key (${plan.key?.join(', ')}) repeats an earlier row's` };
+}
+
+/** Records mode of importFile (see `importFile`): pass 1 validates, pass 2 writes chunk by chunk with the checkpoint. */
+export async function importRecords(call: RecordsCall, options: RecordsOptions): Promise<RecordsResult> {
+  const plan = await planOf(call, options);
+  const record = newSourceRecord();
+  const empty = { batch: plan.batch, digest: '', nextIndex: 0, rows: 0, done: false, skipped: 0, invalid: 0 };
+  if (plan.signal?.aborted && !plan.check) return empty;
+  const scan = await scanSource(plan, record);
+  if (scan === null) return empty;
+  if (plan.check) {
+    const { total, skipped, invalid, errors } = scan;
+    return { ...empty, digest: record.digest, rows: total - skipped - invalid, skipped, invalid, errors };
+  }
+  return writeSource(plan, record, scan);
+}
+
+/** Pass 1: digest, read and evaluate every row; the first invalid row rejects the file unless invalid rows are skipped. */
+async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null> {
+  const duplicates = plan.key ? new DuplicateIds({ collect: true }) : null;
+  const lenient = plan.lenient || plan.check;
+  const keep = plan.check ? MAX_ERRORS : plan.lenient ? (plan.maxInvalid ?? -1) + 1 : 1;
+  const found: RowError[] = [];
+  let total = 0;
+  let skipped = 0;
+  let invalid = 0;
+  try {
+    scanning: for await (const group of sourceItems(plan, recordedBlocks(plan.path, record))) {
+      for (const item of group) {
+        const evaluated = plan.rows.evaluate(item);
+        total++;
+        if (evaluated.kind === 'skipped') {
+          skipped++;
+        } else if (evaluated.kind === 'invalid') {
+          invalid++;
+          if (found.length < keep) found.push({ index: evaluated.index, field: evaluated.field, reason: evaluated.reason });
+          if (!lenient) break scanning;
+        } else if (duplicates && evaluated.key !== null) {
+          const spilling = duplicates.add(evaluated.key, evaluated.index);
+          if (spilling) await spilling;
+        }
+      }
+      if (plan.signal?.aborted && !plan.check) return null;
+    }
+    const lookup = (indexes: number[]) => keysAt(plan, record, indexes);
+    let repeated: number[] = [];
+    if (duplicates && !lenient) {
+      const candidates = [duplicates.firstCollected, (await duplicates.firstDuplicate(lookup))?.index].filter((i) => i !== undefined);
+      const first = candidates.length > 0 ? Math.min(...candidates) : undefined;
+      if (first !== undefined && (found.length === 0 || first < found[0].index)) throw rowError(duplicateError(plan, first));
+    } else if (duplicates) {
+      repeated = await duplicates.everyDuplicate(lookup);
+    }
+    if (!lenient && found.length > 0) throw rowError(found[0]);
+    const errors = mergeErrors(plan, found, repeated, Math.max(keep, MAX_ERRORS));
+    const allInvalid = invalid + repeated.length;
+    if (plan.lenient && !plan.check && plan.maxInvalid !== undefined && allInvalid > plan.maxInvalid) {
+      const past = errors[plan.maxInvalid];
+      throw new InvalidInputError(
+        `The file has more than ${plan.maxInvalid} invalid rows (maxInvalid); row ${past.index} is one too many: ${past.reason}. Nothing was written.`,
+        past.index,
+        past.field === null ? {} : { field: past.field },
+      );
+    }
+    return { total, skipped, invalid: allInvalid, duplicates: repeated, errors: errors.slice(0, MAX_ERRORS) };
+  } finally {
+    await duplicates?.close();
+  }
+}
+
+/** Invalid rows and repeated keys, in row order, `limit` at most. */
+function mergeErrors(plan: Plan, found: RowError[], repeated: number[], limit: number): RowError[] {
+  const merged: RowError[] = [];
+  let f = 0;
+  let r = 0;
+  while (merged.length < limit && (f < found.length || r < repeated.length)) {
+    if (r >= repeated.length || (f < found.length && found[f].index < repeated[r])) merged.push(found[f++]);
+    else merged.push(duplicateError(plan, repeated[r++]));
+  }
+  return merged;
+}
+
+/** The keys of the given rows (ascending indexes), read again: duplicate detection's second look. */
+async function keysAt(plan: Plan, record: SourceRecord, indexes: number[]): Promise<Map<number, string>> {
+  const wanted = new Set(indexes);
+  const last = indexes[indexes.length - 1];
+  const keys = new Map<number, string>();
+  for await (const group of sourceItems(plan, verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }))) {
+    for (const item of group) {
+      if (!wanted.has(item.index)) continue;
+      const evaluated = plan.rows.evaluate(item);
+      if (evaluated.kind === 'row' && evaluated.key !== null) keys.set(item.index, evaluated.key);
+    }
+    if (group.length > 0 && group[group.length - 1].index >= last) break;
+  }
+  return keys;
+}
+
+/** The rows of one chunk as pass 2 gathers them. */
+interface Chunk {
+  start: number;
+  count: number;
+  rows: RecordRow[];
+  rejects: Reject[];
+  skipped: number;
+}
+
+/** Pass 2: begin or resume the import, then commit the rows from the checkpoint on, chunk by chunk. */
+async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promise<RecordsResult> {
+  const { db, batch, size, signal, onProgress } = plan;
+  const total = scan.total;
+  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total));
+  const result: RecordsResult = { batch, digest: record.digest, nextIndex: Number(started.next_index), rows: 0, done: false, skipped: 0, invalid: 0 };
+  if (result.nextIndex >= total) return { ...result, done: true };
+  if (signal?.aborted) return result;
+  // Chunks but the last commit asynchronously where the import owns its transactions (see README).
+  const asynchronous = plan.durable || joinsTransaction(db) ? undefined : dialectOf(dataSourceOf(db)).asynchronousCommit;
+  const startedAt = Date.now();
+  let bytes = 0;
+  let chunks = 0;
+  let chunk: Chunk = { start: result.nextIndex, count: 0, rows: [], rejects: [], skipped: 0 };
+  let duplicate = 0;
+  const commit = async () => {
+    const taken = chunk;
+    chunk = { start: taken.start + taken.count, count: 0, rows: [], rejects: [], skipped: 0 };
+    const last = taken.start + taken.count >= total;
+    const outcome = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous);
+    result.nextIndex = outcome.next;
+    chunk.start = outcome.next;
+    if (!outcome.advanced) return;
+    result.rows += taken.rows.length;
+    result.skipped += taken.skipped;
+    result.invalid += taken.rejects.length;
+    chunks++;
+    onProgress?.(progressSince(startedAt, { name: batch, batches: chunks, items: result.rows, total, bytes, totalBytes: record.bytes }));
+  };
+  const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (bytes = read) });
+  for await (const group of unchanged(sourceItems(plan, blocks), batch, record)) {
+    for (const item of group) {
+      // Rows another runner committed meanwhile are behind the checkpoint too.
+      if (item.index < chunk.start) continue;
+      while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < item.index) duplicate++;
+      let evaluated: Evaluated = plan.rows.evaluate(item);
+      if (evaluated.kind === 'row' && scan.duplicates[duplicate] === item.index) {
+        evaluated = { kind: 'invalid', ...duplicateError(plan, item.index) };
+      }
+      chunk.count++;
+      if (evaluated.kind === 'row') chunk.rows.push(evaluated);
+      else if (evaluated.kind === 'skipped') chunk.skipped++;
+      else if (plan.lenient) chunk.rejects.push({ index: item.index, reason: evaluated.field === null ? evaluated.reason : `${evaluated.field}: ${evaluated.reason}`, raw: item.raw });
+      else throw changedBetweenPasses(batch, record);
+      // The chunk that ends the file waits for the end of the file: only then is all of it verified.
+      if (chunk.count === size && item.index + 1 < total) {
+        await commit();
+        if (result.nextIndex >= total || signal?.aborted) return { ...result, done: result.nextIndex >= total };
+      }
+    }
+  }
+  if (chunk.count > 0) await commit();
+  return { ...result, done: result.nextIndex >= total };
+}
+
+function changedBetweenPasses(batch: string, record: SourceRecord): FingerprintMismatchError {
+  return new FingerprintMismatchError(
+    `The file of import "${batch}" (or what map makes of it) changed while it was being imported (digest ${record.digest} when validated).`,
+  );
+}
+
+/** In pass 2 the bytes are those pass 1 validated, so an unreadable file can only mean it changed. */
+async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, record: SourceRecord): AsyncGenerator<T> {
+  try {
+    yield* items;
+  } catch (error) {
+    if (error instanceof InvalidInputError) throw changedBetweenPasses(batch, record);
+    throw error;
+  }
+}
+
+/**
+ * Commits one chunk as applyChunk does: the checkpoint advance, the chunk's rejects and its rows in
+ * one transaction. When another runner already went past `start`, nothing is written and its
+ * checkpoint is returned (`advanced: false`), so the caller skips ahead instead of writing twice.
+ */
+async function commitChunk(plan: Plan, digest: string, chunk: Chunk, asynchronous: BoundStatement | undefined): Promise<{ next: number; advanced: boolean }> {
+  const { batch } = plan;
+  const { start, count, rows, rejects } = chunk;
+  const write: RowWrite | null = plan.target
+    ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
+    : null;
+  let writing = false;
+  try {
+    return await transact(plan.db, async (tx) => {
+      // The usual case in one statement: the checkpoint is at `start`, so advance it (and hold its lock).
+      if (!(await advanceImport(tx, batch, digest, start, start + count))) {
+        const stored = await lockImport(tx, batch);
+        if (stored === undefined) throw cursorMismatch(batch, stored, start);
+        if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
+        const next = Number(stored.next_index);
+        if (next > start) return { next, advanced: false };
+        throw cursorMismatch(batch, stored, start);
+      }
+      if (rejects.length > 0) await writeRejects(tx, batch, rejects);
+      if (write && rows.length > 0) {
+        writing = true;
+        await writeRows(tx, rows, write);
+        writing = false;
+      } else {
+        if (asynchronous) await tx.query(asynchronous.sql, asynchronous.parameters);
+        if (plan.handler) await plan.handler(rows.map((row) => row.record as Record<string, unknown>), tx, start);
+      }
+      return { next: start + count, advanced: true };
+    });
+  } catch (error) {
+    // A key the table holds already: named once the chunk rolled back (PostgreSQL refuses any
+    // statement in a failed transaction). If the lookup fails too, the insert's own error stands.
+    if (!writing || !write || !(error instanceof InvalidInputError)) throw error;
+    const named = await transact(plan.db, (tx) => firstExistingKey(tx, rows, write)).catch(() => null);
+    throw named ?? error;
+  }
+}

@@ -1,0 +1,297 @@
+import { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { CsvError, Parser } from 'csv-parse';
+import { CheckpointError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
+import type { ImportFormat } from '../read-rows';
+import { startsWithBom, Utf8Text } from '../utf8-text';
+import { JsonSyntaxError, parseJson } from './json-values';
+
+/** One source row of a records import: its fields, or why it is not a record. */
+export interface SourceItem {
+  /** Position in the source, from 0 (data records only: a CSV header is not a row). */
+  index: number;
+  /** The row's source text (a JSON item, an NDJSON line, a CSV record). */
+  raw: string;
+  fields: Record<string, unknown> | null;
+  /** Why the row is invalid as a record (not an object, ragged, malformed JSON), or null. */
+  problem: { field: string | null; reason: string } | null;
+}
+
+export interface CsvOptions {
+  delimiter?: string;
+  quote?: string;
+  escape?: string;
+  /** Column names when the file has no header row. */
+  columns?: string[];
+  /** The text read as NULL (default: an empty unquoted field). */
+  null?: string;
+}
+
+export function validateCsvOptions(csv: unknown): CsvOptions {
+  if (csv === undefined) return {};
+  if (typeof csv !== 'object' || csv === null) throw new InvalidArgumentError('importFile: csv must be an object.');
+  const options = csv as CsvOptions;
+  for (const name of ['delimiter', 'quote', 'escape'] as const) {
+    const value = options[name];
+    if (value !== undefined && (typeof value !== 'string' || value.length !== 1 || value === '\n' || value === '\r')) {
+      throw new InvalidArgumentError(`importFile: csv.${name} must be one character (not a line break).`);
+    }
+  }
+  if (options.null !== undefined && typeof options.null !== 'string') throw new InvalidArgumentError('importFile: csv.null must be a string.');
+  if (options.columns !== undefined) {
+    if (!Array.isArray(options.columns) || options.columns.length === 0 || !options.columns.every((c) => typeof c === 'string')) {
+      throw new InvalidArgumentError('importFile: csv.columns must be a non-empty array of names.');
+    }
+    checkHeader(options.columns, (message) => new InvalidArgumentError(`importFile: csv.columns ${message}`));
+  }
+  return options;
+}
+
+function checkHeader(names: unknown[], error: (message: string) => Error): string[] {
+  const seen = new Set<string>();
+  for (const name of names) {
+    if (typeof name !== 'string' || name.length === 0) throw error('has an empty column name.');
+    if (seen.has(name)) throw error(`names column "${name}" twice.`);
+    seen.add(name);
+  }
+  return names as string[];
+}
+
+/** The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. */
+export function readRecords(format: ImportFormat, blocks: AsyncIterable<Buffer>, csv: CsvOptions): AsyncGenerator<SourceItem[]> {
+  switch (format) {
+    case 'json':
+      return jsonArrayRecords(blocks);
+    case 'ndjson':
+      return ndjsonRecords(blocks);
+    case 'csv':
+      return csvRecords(blocks, csv);
+  }
+}
+
+/** The bytes of a gzip stream, decompressed as they arrive; a truncated or corrupt stream is INVALID_INPUT. */
+export async function* gunzipped(blocks: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  const gunzip = createGunzip();
+  const source = Readable.from(blocks, { objectMode: false });
+  source.on('error', (error) => gunzip.destroy(error));
+  source.pipe(gunzip);
+  try {
+    for await (const chunk of gunzip as AsyncIterable<Buffer>) yield chunk;
+  } catch (error) {
+    if (error instanceof CheckpointError) throw error;
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('Z_')) {
+      throw new InvalidInputError(`The gzip stream is truncated or corrupt (${(error as Error).message}).`, undefined, { cause: error });
+    }
+    throw error;
+  } finally {
+    source.destroy();
+    gunzip.destroy();
+  }
+}
+
+/** Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. */
+async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined): AsyncGenerator<string> {
+  const decoder = new Utf8Text();
+  let first = true;
+  const invalid = (offset: number) => new InvalidInputError(`The file is not valid UTF-8 (byte ${offset}).`, at());
+  for await (let block of blocks) {
+    if (first && startsWithBom(block)) block = block.subarray(3);
+    first = false;
+    const { text, invalidAt } = decoder.write(block);
+    yield text;
+    if (invalidAt >= 0) throw invalid(invalidAt);
+  }
+  const invalidAt = decoder.end();
+  if (invalidAt >= 0) throw invalid(invalidAt);
+}
+
+/** A JSON item or NDJSON line as a record. */
+function jsonItem(index: number, raw: string): SourceItem {
+  let value: unknown;
+  try {
+    value = parseJson(raw);
+  } catch (error) {
+    if (!(error instanceof JsonSyntaxError)) throw error;
+    return { index, raw, fields: null, problem: { field: null, reason: error.message } };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { index, raw, fields: null, problem: { field: null, reason: 'the row must be a JSON object' } };
+  }
+  return { index, raw, fields: value as Record<string, unknown>, problem: null };
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The items of a top-level JSON array, each cut out by bracket depth and parsed on its own, so a
+ * malformed item is an invalid row while the array around it stays readable.
+ */
+async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<SourceItem[]> {
+  let index = 0;
+  let started = false;
+  let ended = false;
+  let expectItem = false;
+  let inItem = false;
+  let container = false;
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
+  let partial = '';
+  const fail = (what: string): never => {
+    throw new InvalidInputError(`Invalid JSON: ${what}.`, started && !ended ? index : undefined);
+  };
+  for await (const text of utf8Texts(blocks, () => index)) {
+    const items: SourceItem[] = [];
+    let itemStart = 0;
+    const endItem = (end: number) => {
+      items.push(jsonItem(index++, (partial + text.slice(itemStart, end)).trim()));
+      partial = '';
+      inItem = false;
+      expectItem = false;
+    };
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (inItem) {
+        if (inString) {
+          if (escaped) escaped = false;
+          else if (c === BACKSLASH) escaped = true;
+          else if (c === QUOTE) inString = false;
+          continue;
+        }
+        if (c === QUOTE) {
+          inString = true;
+        } else if (c === 0x7b || c === 0x5b) {
+          depth++;
+        } else if (c === 0x7d || c === 0x5d) {
+          if (depth > 0) {
+            if (--depth === 0 && container) endItem(i + 1);
+            continue;
+          }
+          endItem(i);
+          i--; // the ']' closes the array
+        } else if (depth === 0 && (c === 0x2c || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09)) {
+          endItem(i);
+          i--;
+        }
+        continue;
+      }
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+      if (!started) {
+        if (c !== 0x5b) fail('the top level must be a JSON array of records');
+        started = true;
+        expectItem = true;
+        continue;
+      }
+      if (ended) fail('text after the end of the array');
+      if (c === 0x5d) {
+        if (expectItem && index > 0) fail("expected a record after ','");
+        ended = true;
+        continue;
+      }
+      if (expectItem) {
+        inItem = true;
+        itemStart = i;
+        container = c === 0x7b || c === 0x5b;
+        depth = container ? 1 : 0;
+        inString = c === QUOTE;
+        continue;
+      }
+      if (c === 0x2c) expectItem = true;
+      else fail("expected ',' or ']' after a record");
+    }
+    if (inItem) partial += text.slice(itemStart);
+    yield items;
+  }
+  if (!started) fail('the input is empty; it must be a JSON array of records');
+  if (!ended) fail('the input ends before the array is complete');
+}
+
+/** One JSON object per line; blank lines are ignored, CRLF accepted, `index` counts non-blank lines. */
+async function* ndjsonRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<SourceItem[]> {
+  let index = 0;
+  let partial = '';
+  const line = (items: SourceItem[], text: string) => {
+    const raw = text.endsWith('\r') ? text.slice(0, -1) : text;
+    if (raw.trim().length === 0) return;
+    items.push(jsonItem(index++, raw));
+  };
+  for await (const text of utf8Texts(blocks, () => index)) {
+    const items: SourceItem[] = [];
+    let from = 0;
+    for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', from)) {
+      line(items, partial + text.slice(from, newline));
+      partial = '';
+      from = newline + 1;
+    }
+    partial += text.slice(from);
+    yield items;
+  }
+  const items: SourceItem[] = [];
+  line(items, partial);
+  yield items;
+}
+
+const GROUP = 1024;
+
+/** CSV records (RFC 4180 as csv-parse reads it, with the given delimiter, quote and escape) mapped to the header's names. */
+async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): AsyncGenerator<SourceItem[]> {
+  let index = 0;
+  let header: string[] | null = csv.columns ?? null;
+  const nullText = csv.null;
+  const parser = new Parser({
+    delimiter: csv.delimiter ?? ',',
+    quote: csv.quote ?? '"',
+    escape: csv.escape ?? csv.quote ?? '"',
+    relax_column_count: true,
+    skip_empty_lines: true,
+    raw: true,
+    cast: (value, context) => {
+      if (context.quoting) return value;
+      if (nullText === undefined ? value === '' : value === nullText) return null;
+      return value;
+    },
+  });
+  const source = Readable.from(utf8Texts(blocks, () => index), { objectMode: false });
+  source.on('error', (error) => parser.destroy(error));
+  source.pipe(parser);
+  let items: SourceItem[] = [];
+  try {
+    for await (const { record, raw } of parser as AsyncIterable<{ record: (string | null)[]; raw: string }>) {
+      if (header === null) {
+        header = checkHeader(record, (message) => new InvalidInputError(`The CSV header ${message}`));
+        continue;
+      }
+      const text = raw.replace(/\r?\n$|\r$/, '');
+      if (record.length !== header.length) {
+        items.push({
+          index: index++,
+          raw: text,
+          fields: null,
+          problem: { field: null, reason: `the record has ${record.length} fields, the header ${header.length}` },
+        });
+      } else {
+        const fields: Record<string, unknown> = {};
+        for (let f = 0; f < header.length; f++) {
+          Object.defineProperty(fields, header[f], { value: record[f], enumerable: true, writable: true, configurable: true });
+        }
+        items.push({ index: index++, raw: text, fields, problem: null });
+      }
+      if (items.length === GROUP) {
+        yield items;
+        items = [];
+      }
+    }
+  } catch (error) {
+    if (items.length > 0) yield items;
+    if (error instanceof CsvError) {
+      throw new InvalidInputError(`Invalid CSV in row ${index}: ${error.message}`, index, { cause: error });
+    }
+    throw error;
+  } finally {
+    source.destroy();
+  }
+  if (items.length > 0) yield items;
+  if (header === null) throw new InvalidInputError('The CSV is empty: it needs a header row (or csv.columns).');
+}

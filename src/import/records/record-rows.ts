@@ -1,0 +1,94 @@
+import { InvalidArgumentError } from '../../core/errors';
+import { type ColumnValue, convertValue, type StorableValues } from './column-values';
+import { jsonText, plainJson } from './json-values';
+import type { SourceItem } from './record-readers';
+import type { TargetTable } from './target-table';
+
+export type RecordMap = (record: Record<string, unknown>, index: number) => Record<string, unknown> | null;
+
+/** What one source row becomes: a row to write, a row `map` skipped, or an invalid row. */
+export type Evaluated =
+  | { kind: 'row'; index: number; values: ColumnValue[]; columns: number[]; record: Record<string, unknown> | null; key: string | null }
+  | { kind: 'skipped'; index: number }
+  | { kind: 'invalid'; index: number; field: string | null; reason: string };
+
+/**
+ * Turns source rows into rows to write, the same way in both passes (so `map` must be pure):
+ * `map` first, then, `into` a table, each field converted for its column; the key, when asked
+ * for, as canonical text of the key fields' values.
+ */
+export class RecordRows {
+  private readonly keyColumns: number[] | null;
+
+  constructor(
+    private readonly target: TargetTable | null,
+    private readonly storable: StorableValues,
+    private readonly map: RecordMap | undefined,
+    private readonly key: string[] | null,
+  ) {
+    if (key && target) {
+      this.keyColumns = key.map((field) => {
+        const at = target.fieldColumns.get(field);
+        if (at === undefined) throw new InvalidArgumentError(`importFile: key field "${field}" is not a column of "${target.table.name}".`);
+        return at;
+      });
+    } else {
+      this.keyColumns = null;
+    }
+  }
+
+  /** The key's column names, `into` a table with `key`. */
+  keyColumnNames(): string[] | null {
+    return this.keyColumns && this.target ? this.keyColumns.map((at) => this.target!.columns[at].name) : null;
+  }
+
+  evaluate(item: SourceItem): Evaluated {
+    const index = item.index;
+    if (item.problem) return { kind: 'invalid', index, ...item.problem };
+    let record = item.fields as Record<string, unknown>;
+    if (this.map) {
+      const mapped = this.map(plainJson(record) as Record<string, unknown>, index);
+      if (mapped === null) return { kind: 'skipped', index };
+      if (typeof mapped !== 'object' || Array.isArray(mapped)) {
+        throw new InvalidArgumentError(`importFile: map must return an object or null, got ${typeof mapped} for row ${index}.`);
+      }
+      record = mapped;
+    }
+    if (!this.target) return this.plainRow(index, record);
+    const { columns, fieldColumns } = this.target;
+    const values: ColumnValue[] = new Array<ColumnValue>(columns.length);
+    const filled: number[] = [];
+    for (const field of Object.keys(record)) {
+      const at = fieldColumns.get(field);
+      if (at === undefined || values[at] !== undefined) continue;
+      const converted = convertValue(record[field], columns[at], this.storable);
+      if ('reason' in converted) return { kind: 'invalid', index, field, reason: converted.reason };
+      values[at] = converted.value;
+      filled.push(at);
+    }
+    for (let at = 0; at < columns.length; at++) {
+      const column = columns[at];
+      if (values[at] === undefined && !column.nullable && !column.hasDefault) {
+        return { kind: 'invalid', index, field: column.name, reason: `no field fills the NOT NULL column "${column.name}"` };
+      }
+    }
+    filled.sort((a, b) => a - b);
+    const key = this.keyColumns ? JSON.stringify(this.keyColumns.map((at) => values[at] ?? null)) : null;
+    return { kind: 'row', index, values, columns: filled, record: null, key };
+  }
+
+  /** Records mode without `into`: the record as the handler gets it (numbers as JavaScript numbers). */
+  private plainRow(index: number, record: Record<string, unknown>): Evaluated {
+    const plain = (this.map ? record : plainJson(record)) as Record<string, unknown>;
+    let key: string | null = null;
+    if (this.key) {
+      const parts: string[] = [];
+      for (const field of this.key) {
+        if (!(field in record)) return { kind: 'invalid', index, field, reason: `the row has no key field "${field}"` };
+        parts.push(jsonText(record[field]));
+      }
+      key = `[${parts.join(',')}]`;
+    }
+    return { kind: 'row', index, values: [], columns: [], record: plain, key };
+  }
+}

@@ -1,0 +1,183 @@
+import type { EntityManager } from 'typeorm';
+import { classifyDatabaseError, ownStatementError } from '../../core/database-errors';
+import { InvalidInputError } from '../../core/errors';
+import { run } from '../../core/run-statement';
+import { dataSourceOf } from '../../core/transaction';
+import { type BoundStatement, CopyText, dialectOf, type RecordConflict } from '../../dialect';
+import type { ColumnValue } from './column-values';
+import type { Evaluated } from './record-rows';
+import type { TargetTable } from './target-table';
+
+export type RecordRow = Extract<Evaluated, { kind: 'row' }>;
+
+/** An invalid row as `checkpoint_import_rejects` keeps it. */
+export interface Reject {
+  index: number;
+  reason: string;
+  raw: string;
+}
+
+const REJECTS = 'checkpoint_import_rejects';
+const REJECT_COLUMNS = ['batch', 'row_index', 'reason', 'raw'];
+const MAX_RAW_BYTES = 4096;
+// Bound values per statement: far below every driver's limit (SQLite's 32,766 the lowest).
+const PARAMETERS_PER_STATEMENT = 30000;
+const ROWS_PER_STATEMENT = 500;
+
+/** The row's source text as stored: at most 4,096 UTF-8 bytes, cut at a character boundary. */
+export function rawText(raw: string, textHoldsNul: boolean): string {
+  const text = textHoldsNul ? raw : raw.replace(/\u0000/g, '\uFFFD');
+  if (text.length * 3 <= MAX_RAW_BYTES) return text;
+  const bytes = Buffer.from(text);
+  if (bytes.length <= MAX_RAW_BYTES) return text;
+  let end = MAX_RAW_BYTES;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
+  return bytes.toString('utf8', 0, end);
+}
+
+function statementsOf<T>(items: T[], perItem: number): T[][] {
+  const size = Math.max(1, Math.min(ROWS_PER_STATEMENT, Math.floor(PARAMETERS_PER_STATEMENT / Math.max(1, perItem))));
+  const parts: T[][] = [];
+  for (let i = 0; i < items.length; i += size) parts.push(items.slice(i, i + size));
+  return parts;
+}
+
+/** Stores a chunk's invalid rows in the chunk's transaction. */
+export async function writeRejects(tx: EntityManager, batch: string, rejects: Reject[]): Promise<void> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  for (const part of statementsOf(rejects, REJECT_COLUMNS.length)) {
+    const parameters: unknown[] = [];
+    for (const reject of part) parameters.push(batch, reject.index, reject.reason, rawText(reject.raw, dialect.storable.textHoldsNul));
+    await run(tx, dialect.insertRecords({ name: REJECTS }, REJECT_COLUMNS, part.length), parameters, `recording rejects of import "${batch}"`);
+  }
+}
+
+/** The stored rejects of a batch in row order, `limit` at most. */
+export async function readRejects(tx: EntityManager, batch: string, limit: number): Promise<Reject[]> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const q = (name: string) => dialect.quote(name);
+  const rows = await run<{ row_index: number | string; reason: string; raw: string }[]>(
+    tx,
+    dialect.sql(`SELECT ${q('row_index')}, ${q('reason')}, ${q('raw')} FROM ${q(REJECTS)} WHERE ${q('batch')} = ? ORDER BY ${q('row_index')} LIMIT ${limit}`),
+    [batch],
+    `reading rejects of import "${batch}"`,
+  );
+  return rows.map((row) => ({ index: Number(row.row_index), reason: row.reason, raw: row.raw }));
+}
+
+/** How many rejects a batch has stored. */
+export async function countRejects(tx: EntityManager, batch: string): Promise<number> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const q = (name: string) => dialect.quote(name);
+  const rows = await run<{ count: number | string }[]>(
+    tx,
+    dialect.sql(`SELECT COUNT(*) AS ${q('count')} FROM ${q(REJECTS)} WHERE ${q('batch')} = ?`),
+    [batch],
+    `counting rejects of import "${batch}"`,
+  );
+  return Number(rows[0]?.count ?? 0);
+}
+
+export async function deleteRejects(tx: EntityManager, batch: string): Promise<void> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  await run(tx, dialect.sql(`DELETE FROM ${dialect.quote(REJECTS)} WHERE ${dialect.quote('batch')} = ?`), [batch], `deleting rejects of import "${batch}"`);
+}
+
+/** How a chunk's rows go into the target table. */
+export interface RowWrite {
+  target: TargetTable;
+  /** Absent: a row whose key exists fails the chunk. */
+  conflict?: RecordConflict;
+  /** For naming the row whose key exists already: the key's columns (the given key, else the primary key). */
+  keyColumns: string[];
+  /** Statements to run first in the COPY's round trip (`SET LOCAL synchronous_commit = off`). */
+  before: BoundStatement[];
+}
+
+/** Writes a chunk's rows in `tx`: COPY on PostgreSQL without a conflict mode, else multi-row INSERTs. */
+export async function writeRows(tx: EntityManager, rows: RecordRow[], write: RowWrite): Promise<void> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const { target } = write;
+  // Rows that fill different columns (JSON objects missing a field) go in separate statements.
+  const groups = new Map<string, RecordRow[]>();
+  for (const row of rows) {
+    const signature = row.columns.join(',');
+    const group = groups.get(signature);
+    if (group) group.push(row);
+    else groups.set(signature, [row]);
+  }
+  try {
+    if (dialect.copyRows && !write.conflict && groups.size === 1 && !target.table.schema) {
+      const columns = rows[0].columns;
+      const text = new CopyText();
+      for (const row of rows) copyRow(text, row.values, columns);
+      await dialect.copyRows(tx.queryRunner!, target.table.name, columns.map((at) => target.columns[at].name), text.take(), { before: write.before });
+      return;
+    }
+    for (const statement of write.before) await tx.query(statement.sql, statement.parameters);
+    for (const group of groups.values()) {
+      const columns = group[0].columns;
+      const names = columns.map((at) => target.columns[at].name);
+      const conflict = write.conflict && { ...write.conflict, update: names.filter((name) => !write.conflict!.keyColumns.includes(name)) };
+      for (const part of statementsOf(group, columns.length)) {
+        const parameters: unknown[] = [];
+        for (const row of part) for (const at of columns) parameters.push(dialect.bindable(row.values[at]));
+        await tx.query(dialect.insertRecords(target.table, names, part.length, conflict), parameters);
+      }
+    }
+  } catch (error) {
+    if (!write.conflict && classifyDatabaseError(error) === 'unique') throw existingKey(rows, write, error);
+    throw ownStatementError(error, `writing rows into "${target.table.name}"`);
+  }
+}
+
+const NULL_FIELD = Buffer.from('\\N');
+
+function copyRow(text: CopyText, values: ColumnValue[], columns: number[]): void {
+  for (let c = 0; c < columns.length; c++) {
+    if (c > 0) text.tab();
+    const value = values[columns[c]];
+    if (value === null) text.raw(NULL_FIELD);
+    else if (typeof value === 'boolean') text.raw(value ? T : F);
+    else text.text(typeof value === 'number' ? String(value) : value);
+  }
+  text.endRow();
+}
+
+const T = Buffer.from('t');
+const F = Buffer.from('f');
+
+/** INVALID_INPUT for a chunk with a key the table holds already (`firstExistingKey` names the row once the chunk rolled back). */
+function existingKey(rows: RecordRow[], write: RowWrite, cause: unknown): InvalidInputError {
+  const first = rows[0]?.index ?? 0;
+  const last = rows[rows.length - 1]?.index ?? first;
+  return new InvalidInputError(
+    `Rows ${first}–${last}: a row's key already exists in "${write.target.table.name}"; rerun with conflict 'skip' or 'update'.`,
+    rows.length === 1 ? first : undefined,
+    { cause, field: write.keyColumns[0] },
+  );
+}
+
+/** The first of `rows` whose key `table` holds already (read after the failed chunk rolled back). */
+export async function firstExistingKey(tx: EntityManager, rows: RecordRow[], write: RowWrite): Promise<InvalidInputError | null> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const { target, keyColumns } = write;
+  if (keyColumns.length === 0) return null;
+  const positions = keyColumns.map((name) => target.columns.findIndex((c) => c.name === name));
+  const table = target.table.schema ? `${dialect.quote(target.table.schema)}.${dialect.quote(target.table.name)}` : dialect.quote(target.table.name);
+  const sql = dialect.sql(`SELECT 1 AS ${dialect.quote('found')} FROM ${table} WHERE ${keyColumns.map((name) => `${dialect.quote(name)} = ?`).join(' AND ')}`);
+  for (const row of rows) {
+    const values = positions.map((at) => row.values[at]);
+    if (values.some((value) => value === undefined || value === null)) continue;
+    const found = (await tx.query(sql, values.map((value) => dialect.bindable(value)))) as unknown[];
+    if (found.length > 0) {
+      const shown = Object.fromEntries(keyColumns.map((name, i) => [name, values[i]]));
+      return new InvalidInputError(
+        `Row ${row.index}: key ${JSON.stringify(shown)} already exists in "${target.table.name}"; rerun with conflict 'skip' or 'update'.`,
+        row.index,
+        { field: keyColumns[0] },
+      );
+    }
+  }
+  return null;
+}
