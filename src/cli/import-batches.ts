@@ -15,6 +15,8 @@ export interface ImportBatchStatus {
   totalRows: number | null;
   done: boolean;
   updatedAt: number | null;
+  /** Invalid rows recorded in `checkpoint_import_rejects` (records mode with invalid rows skipped). */
+  invalid: number;
 }
 
 interface ImportRow {
@@ -23,10 +25,12 @@ interface ImportRow {
   next_index: number | string;
   total_rows: number | string | null;
   updated_at: number | string | null;
+  rejects: number | string;
 }
 
 const IMPORTS = 'checkpoint_imports';
 const ITEMS = 'checkpoint_import_items';
+const REJECTS = 'checkpoint_import_rejects';
 
 function toStatus(row: ImportRow): ImportBatchStatus {
   const nextIndex = Number(row.next_index);
@@ -38,16 +42,20 @@ function toStatus(row: ImportRow): ImportBatchStatus {
     totalRows,
     done: totalRows !== null && nextIndex >= totalRows,
     updatedAt: row.updated_at === null ? null : Number(row.updated_at),
+    invalid: Number(row.rejects),
   };
 }
 
 async function selectImports(tx: EntityManager, batch?: string): Promise<ImportRow[]> {
   const dialect = dialectOf(dataSourceOf(tx));
   const q = dialect.quote;
-  const where = batch === undefined ? '' : ` WHERE ${q('id')} = ?`;
+  const where = batch === undefined ? '' : ` WHERE i.${q('id')} = ?`;
+  const rejects = `(SELECT COUNT(*) FROM ${q(REJECTS)} r WHERE r.${q('batch')} = i.${q('id')}) AS ${q('rejects')}`;
   return run<ImportRow[]>(
     tx,
-    dialect.sql(`SELECT ${q('id')}, ${q('digest')}, ${q('next_index')}, ${q('total_rows')}, ${q('updated_at')} FROM ${q(IMPORTS)}${where}`),
+    dialect.sql(
+      `SELECT i.${q('id')}, i.${q('digest')}, i.${q('next_index')}, i.${q('total_rows')}, i.${q('updated_at')}, ${rejects} FROM ${q(IMPORTS)} i${where}`,
+    ),
     batch === undefined ? [] : [batch],
     batch === undefined ? 'listing imports' : `reading import "${batch}"`,
   );
@@ -87,6 +95,7 @@ export async function deleteImportBatch(db: Db, batch: string): Promise<number |
       `counting the rows of import "${batch}"`,
     );
     await run(tx, dialect.sql(`DELETE FROM ${q(ITEMS)} WHERE ${q('batch')} = ?`), [batch], `deleting the rows of import "${batch}"`);
+    await run(tx, dialect.sql(`DELETE FROM ${q(REJECTS)} WHERE ${q('batch')} = ?`), [batch], `deleting the rejects of import "${batch}"`);
     const deleted = Number(counted[0].n);
     return existed || deleted > 0 ? deleted : null;
   });

@@ -4,6 +4,8 @@ import type { DataSource } from 'typeorm';
 import { CheckpointError, InvalidArgumentError } from '../core/errors';
 import { fileDigest, type ImportFileResult, type ImportFormat, importFile, replaceImport } from '../import/import-file';
 import { formatOf } from '../import/read-rows';
+import type { RecordsOptions } from '../import/records/import-records';
+import type { CsvOptions } from '../import/records/record-readers';
 import type { Progress } from '../core/progress';
 import { importBatchStatus } from './import-batches';
 import { stopOnInterrupt } from './interrupt';
@@ -15,6 +17,50 @@ export interface ImportCommandOptions {
   format?: ImportFormat;
   size?: number;
   replace?: boolean;
+  /** Records mode: the table (or entity name) to import into, columns from the catalogue. */
+  into?: string;
+  key?: string[];
+  conflict?: 'error' | 'skip' | 'update';
+  skipInvalid?: boolean;
+  maxInvalid?: number;
+  delimiter?: string;
+  columns?: string[];
+  null?: string;
+  check?: boolean;
+}
+
+/** The records-mode options of importFile the command line asks for. */
+function recordsOptions(options: ImportCommandOptions): RecordsOptions {
+  if (options.maxInvalid !== undefined && !options.skipInvalid) throw new InvalidArgumentError('--max-invalid needs --skip-invalid.');
+  const csv: CsvOptions = {
+    ...(options.delimiter === undefined ? {} : { delimiter: options.delimiter }),
+    ...(options.columns === undefined ? {} : { columns: options.columns }),
+    ...(options.null === undefined ? {} : { null: options.null }),
+  };
+  const records: RecordsOptions = {
+    ...(options.key === undefined ? {} : { key: options.key }),
+    ...(options.conflict === undefined ? {} : { conflict: options.conflict }),
+    ...(options.skipInvalid ? { invalid: 'skip' as const } : {}),
+    ...(options.maxInvalid === undefined ? {} : { maxInvalid: options.maxInvalid }),
+    ...(Object.keys(csv).length > 0 ? { csv } : {}),
+  };
+  if (options.into === undefined) {
+    if (Object.keys(records).length > 0) throw new InvalidArgumentError('--key, --conflict, --skip-invalid, --delimiter, --columns and --null need --into.');
+    return {};
+  }
+  return { into: options.into, ...records };
+}
+
+/** `import --check`: pass 1 only, nothing written; the first invalid rows listed. */
+async function checkCommand(db: DataSource, path: string, format: ImportFormat, options: ImportCommandOptions): Promise<Outcome> {
+  const result = await importFile(db, options.batch, path, { format, size: options.size, check: true, ...recordsOptions(options) });
+  const errors = result.errors ?? [];
+  const json = { command: 'import', check: true, file: path, format, rows: result.rows, skipped: result.skipped ?? 0, invalid: result.invalid ?? 0, errors };
+  const lines = [
+    `Checked ${basename(path)}: ${result.rows} valid rows, ${result.skipped ?? 0} skipped, ${result.invalid ?? 0} invalid. Nothing was written.`,
+    ...errors.map((error) => `  row ${error.index}${error.field === null ? '' : ` (${error.field})`}: ${error.reason}`),
+  ];
+  return success(json, lines);
 }
 
 const MISMATCH_HINT =
@@ -55,11 +101,13 @@ export async function importCommand(
   const { batch } = options;
   let format: ImportFormat;
   try {
-    format = formatOf(path, options.format);
+    format = formatOf(path.replace(/\.gz$/i, ''), options.format);
   } catch (error) {
     return failure(error, FORMAT_HINT, { command: 'import', batch });
   }
   await assertFile(path);
+  const records = recordsOptions(options);
+  if (options.check) return checkCommand(db, path, format, options);
   const replaced = options.replace === true ? await replaceIfChanged(db, batch, path) : false;
   // Progress counts this run's rows; the bar shows the batch's position, resumed rows included.
   const start = (await importBatchStatus(db, batch))?.nextIndex ?? 0;
@@ -75,6 +123,7 @@ export async function importCommand(
         importFile(db, batch, path, {
           format,
           size: options.size,
+          ...records,
           signal: controller.signal,
           onProgress(progress) {
             last = progress;
@@ -92,16 +141,17 @@ export async function importCommand(
   }
   const totalRows = last?.total ?? (await importBatchStatus(db, batch))?.totalRows ?? null;
   const json = { command: 'import', file: path, format, ...result, totalRows, replaced };
+  const counts = records.into === undefined ? '' : `, ${result.skipped ?? 0} skipped, ${result.invalid ?? 0} invalid`;
   if (!result.done) {
     const of = totalRows === null ? '' : ` of ${totalRows}`;
     return interrupted(
-      `Stopped at row ${result.nextIndex}${of} in batch "${batch}" (${result.rows} rows committed by this run). ` +
+      `Stopped at row ${result.nextIndex}${of} in batch "${batch}" (${result.rows} rows committed by this run${counts}). ` +
         'Rerun the same command to resume.',
       json,
     );
   }
   const lines = [
-    `Imported ${basename(path)} into batch "${batch}": ${result.rows} rows this run, ${result.nextIndex} in total` +
+    `Imported ${basename(path)} into ${records.into === undefined ? '' : `"${records.into}", `}batch "${batch}": ${result.rows} rows this run${counts}, ${result.nextIndex} source rows in total` +
       `${replaced ? ' (replaced the previous file)' : ''}.`,
     `digest ${result.digest}`,
   ];

@@ -19,11 +19,12 @@ export async function listCommand(db: DataSource): Promise<Outcome> {
     ...(imports.length === 0
       ? ['No imports.']
       : textTable(
-          ['BATCH', 'DONE', 'ROWS', 'DIGEST', 'UPDATED'],
+          ['BATCH', 'DONE', 'ROWS', 'INVALID', 'DIGEST', 'UPDATED'],
           imports.map((batch) => [
             batch.batch,
             batch.done ? 'yes' : 'no',
             importPosition(batch),
+            String(batch.invalid),
             batch.digest.slice(0, 12),
             formatTime(batch.updatedAt),
           ]),

@@ -27,6 +27,8 @@ export function failure(error: unknown, hint?: string, details: Record<string, u
   if (hint) json.hint = hint;
   const index = (error as { index?: unknown } | null)?.index;
   if (typeof index === 'number') json.index = index;
+  const field = (error as { field?: unknown } | null)?.field;
+  if (typeof field === 'string') json.field = field;
   const text = [`${code}: ${message}`, ...(hint ? [`hint: ${hint}`] : [])];
   return { exitCode: error instanceof CheckpointError ? exitCodeFor(code) : EXIT_FAILURE, json, text };
 }

@@ -5,12 +5,13 @@ import type { DataSource } from 'typeorm';
 import { InvalidArgumentError } from '../core/errors';
 import { EXIT_OK } from './exit-codes';
 import { filesCommand } from './files-command';
-import { importCommand } from './import-command';
+import { importCommand, type ImportCommandOptions } from './import-command';
 import { listCommand } from './list-command';
 import { migrateCommand } from './migrate-command';
 import { databaseUrl, displayUrl, openDatabase } from './open-database';
 import { failure, type Outcome, printOutcome } from './outcome';
 import { progressMode } from './progress-reporter';
+import { rejectsCommand } from './rejects-command';
 import { resetCommand } from './reset-command';
 import { statusCommand } from './status-command';
 
@@ -29,6 +30,24 @@ function packageVersion(): string {
     if (manifest.name === 'typeorm-checkpoint') return manifest.version ?? '0.0.0';
   }
   return '0.0.0';
+}
+
+function nonNegativeInteger(value: string): number {
+  const n = Number(value);
+  if (!/^[0-9]+$/.test(value) || !Number.isSafeInteger(n)) throw new CommanderArgumentError('expected a non-negative integer.');
+  return n;
+}
+
+function names(value: string): string[] {
+  const list = value.split(',').map((name) => name.trim());
+  if (list.some((name) => name.length === 0)) throw new CommanderArgumentError('expected comma-separated names.');
+  return list;
+}
+
+function oneCharacter(value: string): string {
+  const character = value === '\\t' ? '\t' : value;
+  if (character.length !== 1) throw new CommanderArgumentError('expected one character (\\t for a tab).');
+  return character;
 }
 
 function positiveInteger(value: string): number {
@@ -77,12 +96,30 @@ function createProgram(done: (outcome: Outcome) => void): Command {
     .addOption(new Option('--format <format>', 'input format (default: from the file extension)').choices(['json', 'ndjson', 'csv']))
     .option('--size <n>', 'rows per chunk, one transaction each (default 1000)', positiveInteger)
     .option('--replace', 'if the batch was started with another file: delete its rows and import this file from the start')
-    .action(async (file: string, options: { batch: string; format?: 'json' | 'ndjson' | 'csv'; size?: number; replace?: boolean }, command: Command) => {
+    .option('--into <table>', 'records mode: import the records into this table (columns from the database catalogue)')
+    .option('--key <fields>', 'identity fields (comma-separated); a repeated key is an invalid row', names)
+    .addOption(new Option('--conflict <mode>', 'a row whose key exists in the table: fail, keep the old row, or overwrite it').choices(['error', 'skip', 'update']))
+    .option('--skip-invalid', 'record invalid rows as rejects and leave them out, instead of rejecting the file')
+    .option('--max-invalid <n>', 'with --skip-invalid: more invalid rows than this rejects the file', nonNegativeInteger)
+    .option('--delimiter <c>', 'CSV field delimiter (default ","; \\t for a tab)', oneCharacter)
+    .option('--columns <names>', 'CSV column names (comma-separated) for a file without a header row', names)
+    .option('--null <text>', 'CSV text read as NULL (default: an empty unquoted field)')
+    .option('--check', 'validate the whole file and list its invalid rows; write nothing')
+    .action(async (file: string, options: ImportCommandOptions, command: Command) => {
       done(
         await execute(command, true, (db, _database, global) =>
           importCommand(db, file, options, progressMode(process.stderr, global.progress)),
         ),
       );
+    });
+
+  program
+    .command('rejects')
+    .description('the invalid rows a records import with --skip-invalid left out (index, reason, raw)')
+    .argument('<batch>', 'import batch')
+    .option('--limit <n>', 'rows to show at most (default 100)', positiveInteger)
+    .action(async (batch: string, options: { limit?: number }, command: Command) => {
+      done(await execute(command, true, (db) => rejectsCommand(db, batch, options.limit)));
     });
 
   program

@@ -16,7 +16,8 @@ function describeJob(job: Status): string[] {
 
 function describeImport(batch: ImportBatchStatus): string[] {
   return [
-    `import "${batch.batch}": ${importPosition(batch)}, ${batch.done ? 'done' : 'not done'}`,
+    `import "${batch.batch}": ${importPosition(batch)}, ${batch.done ? 'done' : 'not done'}` +
+      (batch.invalid > 0 ? `, ${batch.invalid} invalid rows (rejects)` : ''),
     `  digest ${batch.digest}`,
     `  updated ${formatTime(batch.updatedAt)}`,
   ];
@@ -49,6 +50,7 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
       total: imports.length,
       done: imports.filter((batch) => batch.done).length,
       rows: imports.reduce((sum, batch) => sum + batch.nextIndex, 0),
+      invalid: imports.reduce((sum, batch) => sum + batch.invalid, 0),
     },
     files,
   };
@@ -56,7 +58,7 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
     `database ${database}`,
     `batch jobs: ${summary.jobs.total} (${summary.jobs.done} done), ${summary.jobs.batches} batches, ${summary.jobs.items} items`,
     `steps: ${summary.steps.total} (${summary.steps.done} done)`,
-    `imports: ${summary.imports.total} (${summary.imports.done} done), ${summary.imports.rows} rows committed`,
+    `imports: ${summary.imports.total} (${summary.imports.done} done), ${summary.imports.rows} rows committed, ${summary.imports.invalid} invalid`,
     `files: ${files.pending} pending, ${files.processing} processing, ${files.completed} completed, ` +
       `${files.failed} failed (${files.deadLetters} dead letters)`,
   ];

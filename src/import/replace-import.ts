@@ -1,9 +1,10 @@
 import { type Db, transact } from '../core/transaction';
 import { deleteItems, insertImport, lockImport, updateImport, validateBatch, validateDigest } from './import-store';
+import { deleteRejects } from './records/write-records';
 
 /**
  * The explicit override of the digest guard (CLI `--replace`): in one transaction, deletes the
- * batch's rows from `checkpoint_import_items`, binds the batch to `digest` and restarts it at 0.
+ * batch's rows from `checkpoint_import_items` and its rejects, binds the batch to `digest` and restarts it at 0.
  * Rows a `handler` wrote to the application's own tables are the application's to undo.
  */
 export async function replaceImport(db: Db, batch: string, digest: string): Promise<void> {
@@ -13,6 +14,7 @@ export async function replaceImport(db: Db, batch: string, digest: string): Prom
     await insertImport(tx, batch, digest, null);
     await lockImport(tx, batch);
     await deleteItems(tx, batch);
+    await deleteRejects(tx, batch);
     await updateImport(tx, batch, { digest, next_index: 0, total_rows: null });
   });
 }
