@@ -1,4 +1,5 @@
-import type { ColumnInfo, Dialect } from './dialect';
+import type { EntityManager } from 'typeorm';
+import type { ColumnInfo, Dialect, TableRef } from './dialect';
 import { integerRange, type RecordColumn } from './record-columns';
 import { affectedRows, executeThroughRunner, qualifiedTable, ready, valueRows } from './shared-sql';
 
@@ -16,6 +17,24 @@ interface MysqlCatalogueColumn {
   columnDefault: string | null;
   extra: string;
   columnKey: string;
+}
+
+/**
+ * MariaDB's JSON is LONGTEXT with a CHECK (json_valid(`column`)) constraint. MySQL reports JSON as
+ * its own type and has no TABLE_NAME in CHECK_CONSTRAINTS: there the lookup fails and finds none.
+ */
+async function mariadbJsonColumns(manager: EntityManager, table: TableRef): Promise<Set<string>> {
+  let checks: { clause: string }[];
+  try {
+    checks = await manager.query(
+      `SELECT CHECK_CLAUSE AS clause FROM information_schema.CHECK_CONSTRAINTS
+        WHERE CONSTRAINT_SCHEMA = ${table.schema ? '?' : 'DATABASE()'} AND TABLE_NAME = ?`,
+      table.schema ? [table.schema, table.name] : [table.name],
+    );
+  } catch {
+    return new Set();
+  }
+  return new Set(checks.flatMap((check) => [...check.clause.matchAll(/json_valid\(`((?:[^`]|``)+)`\)/gi)].map((m) => m[1].replace(/``/g, '`'))));
 }
 
 const numberOrNull = (value: number | string | null) => (value === null ? null : Number(value));
@@ -183,8 +202,12 @@ export const mysql: Dialect = {
       table.schema ? [table.schema, table.name] : [table.name],
     );
     if (columns.length === 0) return null;
+    const json = columns.some((c) => c.dataType === 'longtext') ? await mariadbJsonColumns(manager, table) : new Set<string>();
     let position = 0;
-    return columns.map((c) => mysqlRecordColumn(c, c.columnKey === 'PRI' ? ++position : 0));
+    return columns.map((c) => {
+      const column = mysqlRecordColumn(c, c.columnKey === 'PRI' ? ++position : 0);
+      return json.has(c.name) ? { ...column, kind: 'json' as const } : column;
+    });
   },
   insertRecords(table, columns, rows, conflict) {
     const insert = `INSERT INTO ${qualifiedTable(table, backtick)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, rows)}`;

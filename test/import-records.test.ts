@@ -1,0 +1,405 @@
+import { expect } from 'chai';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { checkpoint, fileDigest, importFile, InvalidInputError, runInTransaction, values } from '../src';
+import { DuplicateIds } from '../src/import/duplicate-ids';
+import { expectCode } from './support/expect-code';
+import { count, DRIVER, q, sql, useTestDatabase } from './support/database';
+
+@Entity('prices')
+class Price {
+  @PrimaryColumn({ type: 'varchar', length: 20 })
+  sku!: string;
+
+  @Column({ name: 'unit_price', type: 'decimal', precision: 10, scale: 2 })
+  unitPrice!: string;
+
+  @Column({ type: 'varchar', length: 40, nullable: true })
+  label!: string | null;
+
+  @Column({ type: 'simple-enum', enum: ['eur', 'usd'], default: 'eur' })
+  currency!: string;
+}
+
+/** SQL reading a column as text: no driver conversion (a Date would drop microseconds). */
+function asText(column: string): string {
+  if (DRIVER === 'postgres') return `${q(column)}::text`;
+  if (DRIVER === 'mysql') return `CAST(${q(column)} AS CHAR)`;
+  return `CAST(${q(column)} AS TEXT)`;
+}
+
+const TYPED_TABLE: Record<typeof DRIVER, string[]> = {
+  postgres: [
+    "CREATE TYPE color_t AS ENUM ('red', 'green')",
+    `CREATE TABLE typed (n INTEGER PRIMARY KEY, req INTEGER NOT NULL, small SMALLINT, big BIGINT, num NUMERIC(6,2), flt DOUBLE PRECISION,
+       flag BOOLEAN, day DATE, at TIMESTAMP(6), atz TIMESTAMPTZ, uid UUID, doc JSONB, name VARCHAR(5), color color_t, other INTERVAL)`,
+  ],
+  mysql: [
+    `CREATE TABLE typed (n INT PRIMARY KEY, req INT NOT NULL, small SMALLINT, big BIGINT, num DECIMAL(6,2), flt DOUBLE,
+       flag BOOLEAN, day DATE, at DATETIME(6), atz DATETIME(6), uid UUID, doc JSON, name VARCHAR(5), color ENUM('red', 'green'), other TIME)`,
+  ],
+  sqlite: [
+    `CREATE TABLE typed (n INTEGER PRIMARY KEY, req INTEGER NOT NULL, small SMALLINT, big BIGINT, num DECIMAL(6,2), flt DOUBLE,
+       flag BOOLEAN, day DATE, at DATETIME, atz DATETIME, uid UUID, doc JSON, name VARCHAR(5), color VARCHAR(10), other BLOB)`,
+  ],
+};
+
+/** One case of the type table: the field's value in an NDJSON row, accepted (with the stored text, when checked) or refused. */
+interface TypeCase {
+  column: string;
+  value: unknown;
+  stored?: string | ((text: string) => boolean) | null;
+  refused?: boolean;
+  only?: (typeof DRIVER)[];
+}
+
+const TYPE_CASES: TypeCase[] = [
+  { column: 'small', value: '32767', stored: '32767' },
+  { column: 'small', value: -32768, stored: '-32768' },
+  { column: 'small', value: '32768', refused: true },
+  { column: 'small', value: '1.5', refused: true },
+  { column: 'small', value: '1e3', refused: true },
+  { column: 'small', value: '', refused: true },
+  { column: 'big', value: '9223372036854775807', stored: '9223372036854775807' },
+  { column: 'big', value: '-9223372036854775809', refused: true },
+  { column: 'num', value: '1234.56', stored: (t) => Number(t) === 1234.56 },
+  { column: 'num', value: '1.2e2', stored: (t) => Number(t) === 120 },
+  { column: 'num', value: '-0.5', stored: (t) => Number(t) === -0.5 },
+  { column: 'num', value: '1234.567', refused: true },
+  { column: 'num', value: '12345.6', refused: true },
+  { column: 'num', value: 'abc', refused: true },
+  { column: 'flt', value: '1.5', stored: (t) => Number(t) === 1.5 },
+  { column: 'flt', value: 'NaN', stored: 'NaN', only: ['postgres'] },
+  { column: 'flt', value: 'NaN', refused: true, only: ['sqlite', 'mysql'] },
+  { column: 'flt', value: 'x', refused: true },
+  { column: 'flag', value: 'YES', stored: (t) => t === 'true' || t === '1' },
+  { column: 'flag', value: 'f', stored: (t) => t === 'false' || t === '0' },
+  { column: 'flag', value: true, stored: (t) => t === 'true' || t === '1' },
+  { column: 'flag', value: 0, stored: (t) => t === 'false' || t === '0' },
+  { column: 'flag', value: '2', refused: true },
+  { column: 'day', value: '2024-02-29', stored: '2024-02-29' },
+  { column: 'day', value: '2023-02-29', refused: true },
+  { column: 'day', value: '2024-13-01', refused: true },
+  { column: 'day', value: '2024-1-01', refused: true },
+  { column: 'at', value: '2024-01-02T03:04:05.123456', stored: '2024-01-02 03:04:05.123456' },
+  { column: 'at', value: '2024-01-02 03:04:05.000001+02:00', stored: '2024-01-02 01:04:05.000001' },
+  { column: 'at', value: '2024-01-01T00:30:00.5-01:00', stored: (t) => t.startsWith('2024-01-01 01:30:00.5') },
+  { column: 'at', value: '2024-01-02T03:04:05.1234567', refused: true },
+  { column: 'at', value: '2024-02-30T00:00:00', refused: true },
+  { column: 'at', value: 'yesterday', refused: true },
+  { column: 'atz', value: '2024-06-30T23:59:59.999999', stored: '2024-06-30 23:59:59.999999+00', only: ['postgres'] },
+  { column: 'atz', value: '2024-06-30T23:59:59.999999+05:30', stored: '2024-06-30 18:29:59.999999+00', only: ['postgres'] },
+  { column: 'uid', value: 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', stored: (t) => t.toLowerCase() === 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' },
+  { column: 'uid', value: 'a0eebc99-9c0b-4ef8-bb6d', refused: true },
+  { column: 'doc', value: { a: [1, 'two', null], b: { c: true } }, stored: (t) => JSON.stringify(JSON.parse(t)) === '{"a":[1,"two",null],"b":{"c":true}}' },
+  { column: 'name', value: 'héllo', stored: 'héllo' },
+  { column: 'name', value: 123, stored: '123' },
+  { column: 'name', value: 'toolong', refused: true },
+  { column: 'name', value: true, refused: true },
+  { column: 'name', value: 'a\u0000b', refused: true, only: ['postgres'] },
+  { column: 'color', value: 'red', stored: 'red', only: ['postgres', 'mysql'] },
+  { column: 'color', value: 'blue', refused: true, only: ['postgres', 'mysql'] },
+  { column: 'req', value: null, refused: true },
+];
+
+describe(`importFile records mode (${DRIVER})`, () => {
+  const database = useTestDatabase('records', { entities: [Price] });
+  let dir: string;
+  let files = 0;
+  const file = (name: string, content: string | Buffer) => {
+    const path = join(dir, `${++files}-${name}`);
+    writeFileSync(path, content);
+    return path;
+  };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'records-'));
+    await database.ds.query(`CREATE TABLE prices (sku VARCHAR(20) PRIMARY KEY, unit_price DECIMAL(10,2) NOT NULL, label VARCHAR(40), currency VARCHAR(3) NOT NULL DEFAULT 'eur')`);
+    for (const statement of TYPED_TABLE[DRIVER]) await database.ds.query(statement);
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  beforeEach(async () => {
+    await database.ds.query('DELETE FROM prices');
+    await database.ds.query('DELETE FROM checkpoint_import_rejects');
+  });
+
+  const prices = async () =>
+    ((await database.ds.query(`SELECT sku, ${asText('unit_price')} AS price, label, currency FROM prices ORDER BY sku`)) as Record<string, string>[]).map(
+      (row) => `${row.sku}:${Number(row.price)}:${row.label}:${row.currency}`,
+    );
+
+  describe('reading records', () => {
+    it('JSON, NDJSON and CSV records go into an entity by property name; a rerun is a no-op', async () => {
+      const records = [
+        { sku: 'a1', unitPrice: '12.50', label: 'Apple', currency: 'usd' },
+        { sku: 'b2', unitPrice: 3, label: null },
+        { sku: 'c3', unit_price: 0.99, label: 'Cherry, "red"\nfresh' },
+      ];
+      const expected = ['a1:12.5:Apple:usd', 'b2:3:null:eur', 'c3:0.99:Cherry, "red"\nfresh:eur'];
+      const sources = {
+        json: file('prices.json', JSON.stringify(records)),
+        ndjson: file('prices.ndjson', `${records.map((r) => JSON.stringify(r)).join('\r\n')}\r\n\r\n`),
+        csv: file('prices.csv', '\uFEFFsku,unitPrice,label,currency\r\na1,12.50,Apple,usd\r\nb2,3,,eur\r\nc3,0.99,"Cherry, ""red""\nfresh",eur\r\n'),
+      };
+      for (const [format, path] of Object.entries(sources)) {
+        await database.ds.query('DELETE FROM prices');
+        const result = await importFile(database.ds, `prices-${format}`, path, { into: Price, size: 2 });
+        expect(result, format).to.deep.include({ nextIndex: 3, rows: 3, done: true, skipped: 0, invalid: 0, digest: await fileDigest(path) });
+        expect(await prices(), format).to.deep.equal(expected);
+        expect(await checkpoint(database.ds, `prices-${format}`)).to.equal(3);
+        expect(await values(database.ds, `prices-${format}`)).to.deep.equal([]);
+        const again = await importFile(database.ds, `prices-${format}`, path, { into: Price, size: 2 });
+        expect(again).to.deep.include({ rows: 0, done: true });
+      }
+    });
+
+    it('CSV options: no header with csv.columns, delimiter, quote and escape, a null text', async () => {
+      const path = file('semi.csv', "a1;'1.5';NULL\nb2;2;'it\\'s'\nc3;3;''\n");
+      const result = await importFile(database.ds, 'semi', path, {
+        into: 'prices',
+        csv: { columns: ['sku', 'unit_price', 'label'], delimiter: ';', quote: "'", escape: '\\', null: 'NULL' },
+      });
+      expect(result).to.include({ rows: 3, done: true });
+      expect(await prices()).to.deep.equal(['a1:1.5:null:eur', "b2:2:it's:eur", 'c3:3::eur']);
+    });
+
+    it('ragged CSV records are invalid rows; an empty or repeated header name rejects the file', async () => {
+      const ragged = file('ragged.csv', 'sku,unit_price\na1,1\nb2\nc3,3,x\nd4,4\n');
+      const error = (await expectCode(importFile(database.ds, 'ragged', ragged, { into: 'prices' }), 'INVALID_INPUT')) as InvalidInputError;
+      expect(error.index).to.equal(1);
+      const skipped = await importFile(database.ds, 'ragged-skip', ragged, { into: 'prices', invalid: 'skip' });
+      expect(skipped).to.include({ rows: 2, invalid: 2 });
+      expect(await prices()).to.deep.equal(['a1:1:null:eur', 'd4:4:null:eur']);
+      for (const header of ['sku,,unit_price\n', 'sku,sku,unit_price\n']) {
+        const path = file('header.csv', `${header}a,b,1\n`);
+        await expectCode(importFile(database.ds, 'header', path, { into: 'prices', invalid: 'skip' }), 'INVALID_INPUT');
+        expect(await checkpoint(database.ds, 'header')).to.equal(null);
+      }
+    });
+
+    it('a JSON item that is not an object, or malformed inside, is an invalid row; a broken array rejects the file', async () => {
+      const path = file('mixed.json', '[{"sku":"a1","unit_price":1}, 7, {"sku": }, ["x"], {"sku":"e5","unit_price":5}]');
+      const result = await importFile(database.ds, 'mixed', path, { into: 'prices', invalid: 'skip' });
+      expect(result).to.include({ rows: 2, invalid: 3, nextIndex: 5 });
+      const rejects = (await database.ds.query(sql('SELECT row_index, raw FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['mixed'])) as {
+        row_index: number | string;
+        raw: string;
+      }[];
+      expect(rejects.map((r) => [Number(r.row_index), r.raw])).to.deep.equal([
+        [1, '7'],
+        [2, '{"sku": }'],
+        [3, '["x"]'],
+      ]);
+      const broken = file('broken.json', '[{"sku":"a1","unit_price":1} {"sku":"b2","unit_price":2}]');
+      await expectCode(importFile(database.ds, 'broken', broken, { into: 'prices', invalid: 'skip' }), 'INVALID_INPUT');
+      expect(await checkpoint(database.ds, 'broken')).to.equal(null);
+    });
+
+    it('records: true hands records (JSON types kept) to the handler with the chunk start', async () => {
+      const path = file('handler.ndjson', '{"a":1,"b":[true,{"c":"x"}]}\n{"a":2.5}\n{"a":null}\n');
+      const seen: [number, unknown[]][] = [];
+      const result = await importFile(database.ds, 'handler', path, {
+        records: true,
+        size: 2,
+        handler: (records: Record<string, unknown>[], _tx, start) => void seen.push([start, records]),
+      });
+      expect(result).to.include({ rows: 3, done: true });
+      expect(seen).to.deep.equal([
+        [0, [{ a: 1, b: [true, { c: 'x' }] }, { a: 2.5 }]],
+        [2, [{ a: null }]],
+      ]);
+    });
+  });
+
+  describe('the type table', () => {
+    const cases = TYPE_CASES.filter((c) => !c.only || c.only.includes(DRIVER));
+
+    it('accepts and refuses each type as the table says, microseconds kept, nothing rounded', async () => {
+      const lines = cases.map((c, n) => JSON.stringify(c.column === 'req' ? { n, req: c.value } : { n, req: 1, [c.column]: c.value }));
+      lines.push(JSON.stringify({ n: cases.length }));
+      // An int8 beyond 2^53 written as a JSON number keeps every digit.
+      lines.push(`{"n": ${cases.length + 1}, "req": 1, "big": 9007199254740993, "num": 12.50}`);
+      const path = file('typed.ndjson', `${lines.join('\n')}\n`);
+      const result = await importFile(database.ds, 'typed', path, { into: 'typed', invalid: 'skip' });
+      const refused = cases.flatMap((c, n) => (c.refused ? [n] : []));
+      expect(result).to.include({ done: true, invalid: refused.length + 1 });
+      const rejects = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['typed'])) as {
+        row_index: number | string;
+        reason: string;
+      }[];
+      expect(rejects.map((r) => Number(r.row_index))).to.deep.equal([...refused, cases.length]);
+      for (const reject of rejects) {
+        const n = Number(reject.row_index);
+        expect(reject.reason, `row ${n}`).to.match(new RegExp(`^${n === cases.length ? 'req' : cases[n].column}: `));
+      }
+      const columns = [...new Set(cases.map((c) => c.column)), 'big', 'num'];
+      const rows = (await database.ds.query(`SELECT n, ${columns.map((c) => `${asText(c)} AS ${q(c)}`).join(', ')} FROM typed`)) as Record<string, string | null>[];
+      const byN = new Map(rows.map((row) => [Number(row.n), row]));
+      cases.forEach((c, n) => {
+        if (c.refused) return expect(byN.has(n), `row ${n} (${c.column} ${JSON.stringify(c.value)})`).to.equal(false);
+        const stored = byN.get(n)?.[c.column];
+        expect(stored, `row ${n} (${c.column} ${JSON.stringify(c.value)})`).to.not.equal(undefined);
+        if (typeof c.stored === 'function') expect(c.stored(String(stored)), `row ${n}: ${stored}`).to.equal(true);
+        else if (c.stored !== undefined) expect(String(stored), `row ${n}`).to.equal(c.stored);
+      });
+      expect(byN.get(cases.length + 1)?.big).to.equal('9007199254740993');
+      expect(Number(byN.get(cases.length + 1)?.num)).to.equal(12.5);
+    });
+
+    it('the first invalid row rejects the file with index and field; nothing is written', async () => {
+      const path = file('bad.csv', 'n,req,day\n101,1,2024-01-01\n102,1,2024-02-30\n103,x,2024-01-03\n');
+      const error = (await expectCode(importFile(database.ds, 'bad', path, { into: 'typed', size: 1 }), 'INVALID_INPUT')) as InvalidInputError;
+      expect(error).to.be.instanceOf(InvalidInputError);
+      expect(error).to.include({ index: 1, field: 'day' });
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM typed WHERE n > 100')).to.equal(0);
+      expect(await checkpoint(database.ds, 'bad')).to.equal(null);
+      const limited = (await expectCode(importFile(database.ds, 'bad', path, { into: 'typed', invalid: 'skip', maxInvalid: 1 }), 'INVALID_INPUT')) as InvalidInputError;
+      expect(limited).to.include({ index: 2, field: 'req' });
+      expect(await checkpoint(database.ds, 'bad')).to.equal(null);
+      const checked = await importFile(database.ds, 'bad', path, { into: 'typed', check: true });
+      expect(checked).to.deep.include({ rows: 1, invalid: 2, skipped: 0 });
+      expect(checked.errors).to.have.length(2);
+      expect(checked.errors![0]).to.include({ index: 1, field: 'day' });
+      expect(checked.errors![1]).to.include({ index: 2, field: 'req' });
+      expect(await checkpoint(database.ds, 'bad')).to.equal(null);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM typed WHERE n > 100')).to.equal(0);
+    });
+
+    it('check reports at most 100 errors and writes nothing', async () => {
+      const path = file('many.csv', `sku,unit_price\n${Array.from({ length: 150 }, (_, i) => `s${i},bad`).join('\n')}\n`);
+      const checked = await importFile(database.ds, 'many', path, { into: 'prices', check: true });
+      expect(checked).to.include({ rows: 0, invalid: 150 });
+      expect(checked.errors!.map((e) => e.index)).to.deep.equal(Array.from({ length: 100 }, (_, i) => i));
+      expect(await checkpoint(database.ds, 'many')).to.equal(null);
+    });
+  });
+
+  describe('keys, map and conflicts', () => {
+    it('key: a repeated key is INVALID_INPUT at the later occurrence, or a reject with invalid: skip', async () => {
+      const path = file('dupes.ndjson', ['a', 'b', 'a', 'c', 'b', 'a'].map((sku, i) => JSON.stringify({ sku, unit_price: i })).join('\n'));
+      const error = (await expectCode(importFile(database.ds, 'dupes', path, { into: Price, key: 'sku' }), 'INVALID_INPUT')) as InvalidInputError;
+      expect(error).to.include({ index: 2, field: 'sku' });
+      const result = await importFile(database.ds, 'dupes-skip', path, { into: Price, key: 'sku', invalid: 'skip', size: 2 });
+      expect(result).to.include({ rows: 3, invalid: 3 });
+      expect(await prices()).to.deep.equal(['a:0:null:eur', 'b:1:null:eur', 'c:3:null:eur']);
+    });
+
+    it('every repeated id is found past the exact phase, through spilled runs (bounded memory)', async () => {
+      const duplicates = new DuplicateIds({ collect: true, exactBytes: 0, runEntries: 64 });
+      const ids = Array.from({ length: 1000 }, (_, i) => `k${i % 700}`);
+      try {
+        for (const [i, id] of ids.entries()) await duplicates.add(id, i);
+        const found = await duplicates.everyDuplicate(async (indexes) => new Map(indexes.map((i) => [i, ids[i]])));
+        expect(found).to.deep.equal(Array.from({ length: 300 }, (_, i) => 700 + i));
+      } finally {
+        await duplicates.close();
+      }
+    });
+
+    it('map: runs in both passes, null skips and counts, its fields matched to columns', async () => {
+      const path = file('map.json', JSON.stringify([{ code: 'x1', cents: 150 }, { code: 'skip-me', cents: 1 }, { code: 'x2', cents: 5 }]));
+      const calls: number[] = [];
+      const result = await importFile(database.ds, 'mapped', path, {
+        into: 'prices',
+        map: (record, index) => {
+          calls.push(index);
+          return record.code === 'skip-me' ? null : { sku: record.code, unit_price: (record.cents as number) / 100 };
+        },
+      });
+      expect(result).to.include({ rows: 2, skipped: 1, invalid: 0, nextIndex: 3 });
+      expect(calls).to.deep.equal([0, 1, 2, 0, 1, 2]);
+      expect(await prices()).to.deep.equal(['x1:1.5:null:eur', 'x2:0.05:null:eur']);
+    });
+
+    it("conflict against pre-existing rows: 'error' fails the chunk (earlier chunks and their rejects stay), 'skip' keeps, 'update' overwrites", async () => {
+      await database.ds.query(`INSERT INTO prices (sku, unit_price, label) VALUES ('p3', 1, 'old')`);
+      const path = file('conflict.csv', 'sku,unit_price,label\np1,10,new\np2,oops,new\np3,30,new\np4,bad,new\np5,50,new\n');
+      const error = (await expectCode(importFile(database.ds, 'conflict', path, { into: Price, invalid: 'skip', size: 2 }), 'INVALID_INPUT')) as InvalidInputError;
+      expect(error).to.include({ index: 2, field: 'sku' });
+      expect(await checkpoint(database.ds, 'conflict')).to.equal(2);
+      expect(await prices()).to.deep.equal(['p1:10:new:eur', 'p3:1:old:eur']);
+      // The failed chunk's reject (row 3) rolled back with it; the committed chunk's (row 1) stayed.
+      const rejects = (await database.ds.query(sql('SELECT row_index FROM checkpoint_import_rejects WHERE batch = ?'), ['conflict'])) as { row_index: number | string }[];
+      expect(rejects.map((r) => Number(r.row_index))).to.deep.equal([1]);
+
+      const skipped = await importFile(database.ds, 'conflict', path, { into: Price, invalid: 'skip', size: 2, conflict: 'skip' });
+      expect(skipped).to.include({ rows: 2, invalid: 1, done: true });
+      expect(await prices()).to.deep.equal(['p1:10:new:eur', 'p3:1:old:eur', 'p5:50:new:eur']);
+
+      const updated = await importFile(database.ds, 'conflict-update', path, { into: Price, invalid: 'skip', conflict: 'update' });
+      expect(updated).to.include({ rows: 3, invalid: 2 });
+      expect(await prices()).to.deep.equal(['p1:10:new:eur', 'p3:30:new:eur', 'p5:50:new:eur']);
+    });
+
+    it('joins a caller transaction: its rollback takes the rows, the rejects and the checkpoint', async () => {
+      const path = file('joined.csv', 'sku,unit_price\nj1,1\nj2,x\n');
+      await expectCode(
+        runInTransaction(database.ds, async (tx) => {
+          const result = await importFile(tx, 'joined', path, { into: Price, invalid: 'skip' });
+          expect(result).to.include({ rows: 1, invalid: 1 });
+          throw new InvalidInputError('caller rolls back');
+        }),
+        'INVALID_INPUT',
+      );
+      expect(await prices()).to.deep.equal([]);
+      expect(await checkpoint(database.ds, 'joined')).to.equal(null);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM checkpoint_import_rejects')).to.equal(0);
+    });
+  });
+
+  describe('compressed input and a changing file', () => {
+    const csv = `sku,unit_price\n${Array.from({ length: 40 }, (_, i) => `g${String(i).padStart(2, '0')},${i}`).join('\n')}\n`;
+
+    it('.gz: the format from the name before .gz, the digest over the compressed bytes', async () => {
+      const path = file('prices.csv.gz', gzipSync(csv));
+      const result = await importFile(database.ds, 'gz', path, { into: 'prices', size: 7 });
+      expect(result).to.include({ rows: 40, done: true, digest: await fileDigest(path) });
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM prices')).to.equal(40);
+    });
+
+    it('a truncated or corrupt .gz is INVALID_INPUT and nothing is written', async () => {
+      const whole = gzipSync(csv);
+      const corrupt = Buffer.from(whole);
+      corrupt[Math.floor(corrupt.length / 2)] ^= 0xff;
+      for (const [name, bytes] of [['truncated', whole.subarray(0, whole.length - 12)], ['corrupt', corrupt]] as const) {
+        const path = file(`${name}.csv.gz`, bytes);
+        await expectCode(importFile(database.ds, name, path, { into: 'prices', size: 5 }), 'INVALID_INPUT');
+        await expectCode(importFile(database.ds, `${name}-lab`, path.replace('.csv.gz', '.csv.gz'), { size: 5 }), 'INVALID_INPUT');
+        expect(await checkpoint(database.ds, name)).to.equal(null);
+      }
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM prices')).to.equal(0);
+    });
+
+    it('lab rows from a .gz file as well', async () => {
+      const path = file('lab.ndjson.gz', gzipSync('{"id":"a","value":1}\n{"id":"b","value":2}\n'));
+      expect(await importFile(database.ds, 'lab-gz', path)).to.include({ rows: 2, done: true });
+      expect(await values(database.ds, 'lab-gz')).to.deep.equal([['a', 1], ['b', 2]]);
+    });
+
+    it('a file changed between the passes is FINGERPRINT_MISMATCH; the chunks before the change stay', async () => {
+      // Far past the first chunk and the block read ahead of it.
+      const big = `sku,unit_price\n${Array.from({ length: 30000 }, (_, i) => `z${i},${i % 100}`).join('\n')}\n`;
+      const path = file('changing.csv', big);
+      let changed = false;
+      await expectCode(
+        importFile(database.ds, 'changing', path, {
+          into: 'prices',
+          size: 1000,
+          onProgress() {
+            if (changed) return;
+            changed = true;
+            writeFileSync(path, big.replace(/z28000,/, 'y28000,'));
+          },
+        }),
+        'FINGERPRINT_MISMATCH',
+      );
+      const committed = (await checkpoint(database.ds, 'changing'))!;
+      expect(committed).to.be.greaterThan(0).and.lessThan(28000);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM prices')).to.equal(committed);
+      expect(readFileSync(path, 'utf8')).to.include('y28000');
+    });
+  });
+});
