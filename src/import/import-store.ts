@@ -135,16 +135,16 @@ export function copyRowPrefix(batch: string): Buffer {
 }
 
 // What the asserting advance fails with when the import is not at the chunk's start.
-const NOT_AT_START = '22012';
+export const NOT_AT_START = '22012';
 // PostgreSQL's invalid_sql_statement_name: a named statement the connection no longer holds.
-const UNKNOWN_PREPARED_STATEMENT = '26000';
+export const UNKNOWN_PREPARED_STATEMENT = '26000';
 
 /**
  * `advanceImport` as a statement that fails (division by zero, SQLSTATE 22012) when it changes no
  * row: in a pipeline that stops everything after it, COMMIT included, so rows never commit without
  * their checkpoint. PostgreSQL's SQL: the bulk path (`copyRows`) exists there only.
  */
-function assertingAdvance(tx: EntityManager, batch: string, digest: string, start: number, next: number): BoundStatement {
+export function assertingAdvance(tx: EntityManager, batch: string, digest: string, start: number, next: number): BoundStatement {
   const { sql, parameters } = advanceStatement(tx, batch, digest, start, next);
   return { sql: `WITH advanced AS (${sql} RETURNING 1) SELECT 1 / COUNT(*) FROM advanced`, parameters, prepare: true };
 }
@@ -165,8 +165,8 @@ export async function copyAdvancing(tx: EntityManager, batch: string, digest: st
   }
 }
 
-const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [] };
-const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [] };
+export const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [] };
+export const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [] };
 
 /**
  * One chunk of the bulk path as a transaction of its own on `runner` (a connection the import
@@ -195,7 +195,7 @@ export async function copyTransaction(runner: QueryRunner, batch: string, digest
   }
 }
 
-async function rollbackQuietly(runner: QueryRunner): Promise<void> {
+export async function rollbackQuietly(runner: QueryRunner): Promise<void> {
   try {
     await runner.query('ROLLBACK');
   } catch {

@@ -1,18 +1,28 @@
-import type { EntityManager, EntityTarget } from 'typeorm';
+import type { EntityManager, EntityTarget, QueryRunner } from 'typeorm';
+import { isRetryable } from '../../core/database-errors';
 import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
 import { progressSince, type Progress } from '../../core/progress';
-import { dataSourceOf, type Db, joinsTransaction, transact } from '../../core/transaction';
+import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
 import { type BoundStatement, dialectOf, type RecordConflict } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
 import { beginIn, fingerprintMismatch } from '../begin';
 import { DuplicateIds } from '../duplicate-ids';
-import { advanceImport, lockImport } from '../import-store';
+import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from '../source-blocks';
 import { type CsvOptions, gunzipped, readRecords, type SourceItem, validateCsvOptions } from './record-readers';
 import { type Evaluated, type RecordMap, RecordRows } from './record-rows';
 import { type TargetTable, targetTable } from './target-table';
-import { firstExistingKey, type RecordRow, type Reject, type RowWrite, writeRejects, writeRows } from './write-records';
+import {
+  copiesInOneRoundTrip,
+  copyChunkTransaction,
+  firstExistingKey,
+  type RecordRow,
+  type Reject,
+  type RowWrite,
+  writeRejects,
+  writeRows,
+} from './write-records';
 
 /** The options of `importFile` that records mode adds. */
 export interface RecordsOptions {
@@ -277,6 +287,15 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   if (signal?.aborted) return result;
   // Chunks but the last commit asynchronously where the import owns its transactions (see README).
   const asynchronous = plan.durable || joinsTransaction(db) ? undefined : dialectOf(dataSourceOf(db)).asynchronousCommit;
+  // A plain COPY into the target goes as one round trip per chunk on a connection held for the
+  // import, where it opens its own transactions (a configured isolation level is TypeORM's to apply).
+  const dataSource = dataSourceOf(db);
+  const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
+  let runner: QueryRunner | null = null;
+  const held =
+    plan.target && !plan.conflict && dialectOf(dataSource).copyRows && !joinsTransaction(db) && isolation === undefined
+      ? () => (runner ??= dataSource.createQueryRunner())
+      : null;
   const startedAt = Date.now();
   let bytes = 0;
   let chunks = 0;
@@ -286,7 +305,7 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     const taken = chunk;
     chunk = { start: taken.start + taken.count, count: 0, rows: [], rejects: [], skipped: 0 };
     const last = taken.start + taken.count >= total;
-    const outcome = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous);
+    const outcome = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous, held);
     result.nextIndex = outcome.next;
     chunk.start = outcome.next;
     if (!outcome.advanced) return;
@@ -296,30 +315,36 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     chunks++;
     onProgress?.(progressSince(startedAt, { name: batch, batches: chunks, items: result.rows, total, bytes, totalBytes: record.bytes }));
   };
-  const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (bytes = read) });
-  for await (const group of unchanged(sourceItems(plan, blocks), batch, record)) {
-    for (const item of group) {
-      // Rows another runner committed meanwhile are behind the checkpoint too.
-      if (item.index < chunk.start) continue;
-      while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < item.index) duplicate++;
-      let evaluated: Evaluated = plan.rows.evaluate(item);
-      if (evaluated.kind === 'row' && scan.duplicates[duplicate] === item.index) {
-        evaluated = { kind: 'invalid', ...duplicateError(plan, item.index) };
-      }
-      chunk.count++;
-      if (evaluated.kind === 'row') chunk.rows.push(evaluated);
-      else if (evaluated.kind === 'skipped') chunk.skipped++;
-      else if (plan.lenient) chunk.rejects.push({ index: item.index, reason: evaluated.field === null ? evaluated.reason : `${evaluated.field}: ${evaluated.reason}`, raw: item.raw });
-      else throw changedBetweenPasses(batch, record);
-      // The chunk that ends the file waits for the end of the file: only then is all of it verified.
-      if (chunk.count === size && item.index + 1 < total) {
-        await commit();
-        if (result.nextIndex >= total || signal?.aborted) return { ...result, done: result.nextIndex >= total };
+  try {
+    const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (bytes = read) });
+    for await (const group of unchanged(sourceItems(plan, blocks), batch, record)) {
+      for (const item of group) {
+        // Rows another runner committed meanwhile are behind the checkpoint too.
+        if (item.index < chunk.start) continue;
+        while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < item.index) duplicate++;
+        let evaluated: Evaluated = plan.rows.evaluate(item);
+        if (evaluated.kind === 'row' && scan.duplicates[duplicate] === item.index) evaluated = { kind: 'invalid', ...duplicateError(plan, item.index) };
+        chunk.count++;
+        if (evaluated.kind === 'row') chunk.rows.push(evaluated);
+        else if (evaluated.kind === 'skipped') chunk.skipped++;
+        else if (plan.lenient) chunk.rejects.push({ index: item.index, reason: rejectReason(evaluated), raw: item.raw });
+        else throw changedBetweenPasses(batch, record);
+        // The chunk that ends the file waits for the end of the file: only then is all of it verified.
+        if (chunk.count === size && item.index + 1 < total) {
+          await commit();
+          if (result.nextIndex >= total || signal?.aborted) return { ...result, done: result.nextIndex >= total };
+        }
       }
     }
+    if (chunk.count > 0) await commit();
+    return { ...result, done: result.nextIndex >= total };
+  } finally {
+    await (runner as QueryRunner | null)?.release();
   }
-  if (chunk.count > 0) await commit();
-  return { ...result, done: result.nextIndex >= total };
+}
+
+function rejectReason(invalid: Extract<Evaluated, { kind: 'invalid' }>): string {
+  return invalid.field === null ? invalid.reason : `${invalid.field}: ${invalid.reason}`;
 }
 
 function changedBetweenPasses(batch: string, record: SourceRecord): FingerprintMismatchError {
@@ -343,12 +368,19 @@ async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, record: So
  * one transaction. When another runner already went past `start`, nothing is written and its
  * checkpoint is returned (`advanced: false`), so the caller skips ahead instead of writing twice.
  */
-async function commitChunk(plan: Plan, digest: string, chunk: Chunk, asynchronous: BoundStatement | undefined): Promise<{ next: number; advanced: boolean }> {
+async function commitChunk(
+  plan: Plan,
+  digest: string,
+  chunk: Chunk,
+  asynchronous: BoundStatement | undefined,
+  held: (() => QueryRunner) | null,
+): Promise<{ next: number; advanced: boolean }> {
   const { batch } = plan;
   const { start, count, rows, rejects } = chunk;
   const write: RowWrite | null = plan.target
     ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
     : null;
+  if (held && write && copiesInOneRoundTrip(held().manager, rows, write)) return commitHeld(plan, digest, chunk, write, held());
   let writing = false;
   try {
     return await transact(plan.db, async (tx) => {
@@ -379,4 +411,27 @@ async function commitChunk(plan: Plan, digest: string, chunk: Chunk, asynchronou
     const named = await transact(plan.db, (tx) => firstExistingKey(tx, rows, write)).catch(() => null);
     throw named ?? error;
   }
+}
+
+/** `commitChunk` on the held connection: the whole chunk in one round trip (`copyChunkTransaction`). */
+async function commitHeld(plan: Plan, digest: string, chunk: Chunk, write: RowWrite, runner: QueryRunner): Promise<{ next: number; advanced: boolean }> {
+  const { batch } = plan;
+  const { start, count, rows, rejects } = chunk;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      if (await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write)) return { next: start + count, advanced: true };
+      break;
+    } catch (error) {
+      if (error instanceof InvalidInputError) throw (await firstExistingKey(runner.manager, rows, write).catch(() => null)) ?? error;
+      if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
+    }
+    await retryPause(attempt);
+  }
+  // Not at `start`: the committed state says why (read in autocommit on the same connection).
+  const stored = await readImport(runner.manager, batch);
+  if (stored === undefined) throw cursorMismatch(batch, stored, start);
+  if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
+  const next = Number(stored.next_index);
+  if (next > start) return { next, advanced: false };
+  throw cursorMismatch(batch, stored, start);
 }

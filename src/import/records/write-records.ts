@@ -1,9 +1,10 @@
-import type { EntityManager } from 'typeorm';
-import { classifyDatabaseError, ownStatementError } from '../../core/database-errors';
+import type { EntityManager, QueryRunner } from 'typeorm';
+import { classifyDatabaseError, errorCodes, ownStatementError } from '../../core/database-errors';
 import { InvalidInputError } from '../../core/errors';
 import { run } from '../../core/run-statement';
 import { dataSourceOf } from '../../core/transaction';
 import { type BoundStatement, CopyText, dialectOf, type RecordConflict } from '../../dialect';
+import { assertingAdvance, BEGIN, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
 import type { ColumnValue } from './column-values';
 import type { Evaluated } from './record-rows';
 import type { TargetTable } from './target-table';
@@ -94,6 +95,61 @@ export interface RowWrite {
   before: BoundStatement[];
 }
 
+/** The rows fill the same columns, so one COPY takes them all. */
+function sameColumns(rows: RecordRow[]): boolean {
+  const first = rows[0]?.columns.join(',');
+  return rows.every((row) => row.columns.join(',') === first);
+}
+
+/** True when a chunk can go as one COPY round trip (`copyChunkTransaction`). */
+export function copiesInOneRoundTrip(tx: EntityManager, rows: RecordRow[], write: RowWrite): boolean {
+  return dialectOf(dataSourceOf(tx)).copyRows !== undefined && !write.conflict && !write.target.table.schema && sameColumns(rows);
+}
+
+/**
+ * One chunk as a transaction of its own on `runner` (a connection the import holds, outside any
+ * transaction): BEGIN, the checkpoint advance, the rejects, the COPY of the rows and COMMIT in one
+ * round trip. False, nothing kept, when the import is not at `start`; on any error the transaction
+ * is rolled back (the server skipped what followed the failure, COMMIT included).
+ */
+export async function copyChunkTransaction(
+  runner: QueryRunner,
+  batch: string,
+  digest: string,
+  start: number,
+  count: number,
+  rows: RecordRow[],
+  rejects: Reject[],
+  write: RowWrite,
+): Promise<boolean> {
+  const tx = runner.manager;
+  const dialect = dialectOf(dataSourceOf(tx));
+  const { target } = write;
+  const columns = rows[0]?.columns ?? [];
+  const text = new CopyText();
+  for (const row of rows) copyRow(text, row.values, columns);
+  const copied = text.take();
+  const rejected: BoundStatement[] = statementsOf(rejects, REJECT_COLUMNS.length).map((part) => ({
+    sql: dialect.insertRecords({ name: REJECTS }, REJECT_COLUMNS, part.length),
+    parameters: part.flatMap((reject) => [batch, reject.index, reject.reason, rawText(reject.raw, dialect.storable.textHoldsNul)]),
+  }));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count), ...rejected];
+      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, { before, after: [COMMIT] });
+      return true;
+    } catch (error) {
+      await rollbackQuietly(runner);
+      const codes = errorCodes(error);
+      if (codes.includes(NOT_AT_START)) return false;
+      // The connection dropped its prepared statements (DEALLOCATE ALL): the next pipeline prepares them again.
+      if (codes.includes(UNKNOWN_PREPARED_STATEMENT) && attempt === 1) continue;
+      if (classifyDatabaseError(error) === 'unique') throw existingKey(rows, write, error);
+      throw ownStatementError(error, `writing rows into "${target.table.name}"`);
+    }
+  }
+}
+
 /** Writes a chunk's rows in `tx`: COPY on PostgreSQL without a conflict mode, else multi-row INSERTs. */
 export async function writeRows(tx: EntityManager, rows: RecordRow[], write: RowWrite): Promise<void> {
   const dialect = dialectOf(dataSourceOf(tx));
@@ -107,11 +163,11 @@ export async function writeRows(tx: EntityManager, rows: RecordRow[], write: Row
     else groups.set(signature, [row]);
   }
   try {
-    if (dialect.copyRows && !write.conflict && groups.size === 1 && !target.table.schema) {
+    if (copiesInOneRoundTrip(tx, rows, write)) {
       const columns = rows[0].columns;
       const text = new CopyText();
       for (const row of rows) copyRow(text, row.values, columns);
-      await dialect.copyRows(tx.queryRunner!, target.table.name, columns.map((at) => target.columns[at].name), text.take(), { before: write.before });
+      await dialect.copyRows!(tx.queryRunner!, target.table.name, columns.map((at) => target.columns[at].name), text.take(), { before: write.before });
       return;
     }
     for (const statement of write.before) await tx.query(statement.sql, statement.parameters);
