@@ -1,9 +1,11 @@
 // `npm run demo`: a resumable, digest-guarded import through the real CLI on the embedded SQLite
-// default — started, stopped with Ctrl-C, crashed with SIGKILL, resumed — then checked row by row.
+// default — started, stopped with Ctrl-C, crashed with SIGKILL, resumed — then checked row by row;
+// then a real-looking file (gzipped CSV, typed columns, a few bad rows) imported into a typed table.
 // Needs no database server: everything lives in a temporary directory that is removed at the end.
 import 'reflect-metadata';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -72,6 +74,35 @@ function indent(text: string): string {
     .join('\n');
 }
 
+const PRODUCTS = 20_000;
+
+/** Records mode: a gzipped CSV of typed columns into the application's own table, bad rows set aside. */
+async function recordsDemo(cwd: string, db: DataSource): Promise<void> {
+  await db.query(`CREATE TABLE products (sku VARCHAR(16) PRIMARY KEY, price DECIMAL(8,2) NOT NULL, in_stock BOOLEAN NOT NULL,
+    launched DATE, updated_at DATETIME NOT NULL)`);
+  const lines = ['sku,price,in_stock,launched,updated_at'];
+  for (let i = 0; i < PRODUCTS; i++) {
+    const day = String((i % 28) + 1).padStart(2, '0');
+    // Every 5,000th row is broken: a price with three decimals, a 30th of February.
+    const price = i % 5000 === 17 ? '9.999' : ((i * 7) % 10000 / 100).toFixed(2);
+    const launched = i % 5000 === 42 ? '2024-02-30' : `2024-02-${day}`;
+    lines.push(`SKU-${i},${price},${i % 3 === 0 ? 'yes' : 'no'},${launched},2025-06-${day}T12:00:00.${String(i % 1000000).padStart(6, '0')}+02:00`);
+  }
+  writeFileSync(join(cwd, 'products.csv.gz'), gzipSync(`${lines.join('\n')}\n`));
+  const args = ['import', 'products.csv.gz', '--batch', 'products', '--into', 'products', '--key', 'sku'];
+
+  console.log(`\n7. Records mode: ${PRODUCTS} products (gzipped CSV) into the application's own typed table "products".`);
+  console.log(`   typeorm-checkpoint ${[...args, '--check'].join(' ')}   (validates every row, writes nothing)`);
+  console.log(indent(await cli(cwd, [...args, '--check'])));
+  console.log(`\n   typeorm-checkpoint ${[...args, '--skip-invalid'].join(' ')}   (bad rows go to checkpoint_import_rejects)`);
+  console.log(indent(await cli(cwd, [...args, '--skip-invalid', '--no-progress'])));
+  console.log('\n   typeorm-checkpoint rejects products');
+  console.log(indent(await cli(cwd, ['rejects', 'products'])));
+  const sample = (await db.query("SELECT sku, price, in_stock, launched, updated_at FROM products WHERE sku IN ('SKU-0', 'SKU-1')")) as unknown[];
+  console.log('\n   Two rows as stored (timestamps in UTC with their microseconds, booleans as 1/0):');
+  for (const row of sample) console.log(`    ${JSON.stringify(row)}`);
+}
+
 async function main(): Promise<void> {
   const started = Date.now();
   const cwd = mkdtempSync(join(tmpdir(), 'typeorm-checkpoint-demo-'));
@@ -117,6 +148,8 @@ async function main(): Promise<void> {
       const ok = Number(check.n) === ROWS && Number(check.ids) === ROWS && Number(check.total) === expected;
       console.log(`\n6. Check: ${check.n} rows, ${check.ids} distinct ids, sum of values ${check.total} (expected ${ROWS}, ${ROWS}, ${expected}): ${ok ? 'every row exactly once' : 'MISMATCH'}`);
       if (!ok) process.exitCode = 1;
+
+      await recordsDemo(cwd, db);
     } finally {
       await db.destroy();
     }

@@ -27,6 +27,9 @@ export { checkpoint, values } from './import/import-state';
 export { importAll, type ImportAllOptions } from './import/import-all';
 export { type ImportFileOptions, type ImportFileResult, type ImportFormat, importFile } from './import/import-file';
 export { replaceImport } from './import/replace-import';
+export { ImportReject } from '../entities';
+export type { RecordsOptions, RowError } from './import/records/import-records';
+export type { CsvOptions } from './import/records/record-readers';
 export {
   CheckpointManager,
   type CheckpointManagerOptions,
