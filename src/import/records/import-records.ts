@@ -177,14 +177,22 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   const plan = await planOf(call, options);
   const record = newSourceRecord();
   const empty = { batch: plan.batch, digest: '', nextIndex: 0, rows: 0, done: false, skipped: 0, invalid: 0 };
-  if (plan.signal?.aborted && !plan.check) return empty;
+  if (plan.signal?.aborted && !plan.check) return storedState(plan);
   const scan = await scanSource(plan, record);
-  if (scan === null) return empty;
+  if (scan === null) return storedState(plan);
   if (plan.check) {
     const { total, skipped, invalid, errors } = scan;
     return { ...empty, digest: record.digest, rows: total - skipped - invalid, skipped, invalid, errors };
   }
   return writeSource(plan, record, scan);
+}
+
+/** What is committed for the batch, for a call stopped before it wrote anything. */
+async function storedState(plan: Plan): Promise<RecordsResult> {
+  const row = await transact(plan.db, (tx) => readImport(tx, plan.batch));
+  const nextIndex = row ? Number(row.next_index) : 0;
+  const total = row?.total_rows === null || row === undefined ? null : Number(row.total_rows);
+  return { batch: plan.batch, digest: row?.digest ?? '', nextIndex, rows: 0, done: total !== null && nextIndex >= total, skipped: 0, invalid: 0 };
 }
 
 /** Pass 1: digest, read and evaluate every row; the first invalid row rejects the file unless invalid rows are skipped. */
