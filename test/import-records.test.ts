@@ -350,6 +350,51 @@ describe(`importFile records mode (${DRIVER})`, () => {
     });
   });
 
+  describe('options', () => {
+    it('commits every chunk but the last asynchronously on PostgreSQL; durable: true and a caller transaction commit synchronously', async () => {
+      const path = file('sync.ndjson', '{"a":1}\n{"a":2}\n{"a":3}\n');
+      const settings = async (db: Parameters<typeof importFile>[0], batch: string, durable?: boolean) => {
+        const seen: string[] = [];
+        await importFile(db, batch, path, {
+          records: true,
+          size: 1,
+          durable,
+          handler: async (_records: Record<string, unknown>[], tx) => {
+            if (DRIVER !== 'postgres') return void seen.push('n/a');
+            const [row] = (await tx.query('SHOW synchronous_commit')) as { synchronous_commit: string }[];
+            seen.push(row.synchronous_commit);
+          },
+        });
+        return seen;
+      };
+      const expected = (values: string[]) => (DRIVER === 'postgres' ? values : ['n/a', 'n/a', 'n/a']);
+      expect(await settings(database.ds, 'sync-async')).to.deep.equal(expected(['off', 'off', 'on']));
+      expect(await settings(database.ds, 'sync-durable', true)).to.deep.equal(expected(['on', 'on', 'on']));
+      expect(await runInTransaction(database.ds, (tx) => settings(tx, 'sync-joined'))).to.deep.equal(expected(['on', 'on', 'on']));
+    });
+
+    it('refuses options that do not fit, before reading the file', async () => {
+      const path = file('opts.csv', 'sku,unit_price\na,1\n');
+      await expectCode(importFile(database.ds, 'o1', path, { into: 'no_such_table' }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(database.ds, 'o2', path, { into: Price, handler: () => undefined }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(database.ds, 'o3', path, { into: Price, key: 'nope' }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(database.ds, 'o4', path, { key: 'sku' }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(database.ds, 'o5', path, { into: Price, maxInvalid: 3 }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(database.ds, 'o6', path, { into: Price, csv: { delimiter: ';;' } }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(database.ds, 'o7', path, { into: Price, conflict: 'merge' as 'skip' }), 'INVALID_ARGUMENT');
+      for (const batch of ['o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7']) expect(await checkpoint(database.ds, batch)).to.equal(null);
+    });
+
+    it('check on lab rows: the first invalid row reported, nothing written', async () => {
+      const path = file('lab.csv', 'id,value\na,1\nb,1.5\nc,3\n');
+      const checked = await importFile(database.ds, 'lab-check', path, { check: true });
+      expect(checked).to.deep.include({ invalid: 1, rows: 1 });
+      expect(checked.errors).to.have.length(1);
+      expect(checked.errors![0]).to.include({ index: 1 });
+      expect(await checkpoint(database.ds, 'lab-check')).to.equal(null);
+    });
+  });
+
   describe('compressed input and a changing file', () => {
     const csv = `sku,unit_price\n${Array.from({ length: 40 }, (_, i) => `g${String(i).padStart(2, '0')},${i}`).join('\n')}\n`;
 
