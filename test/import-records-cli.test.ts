@@ -33,7 +33,7 @@ async function cliJson(args: string[]): Promise<CliRun & { json: Record<string, 
 /** Resolves once the child has printed `lines` progress lines on stderr (one per committed chunk). */
 function afterChunks(child: Child, lines: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const enough = () => (child.stderr().match(/\n/g) ?? []).length >= lines;
+    const enough = () => (child.stderr().match(/rows\/s/g) ?? []).length >= lines;
     const stderr = child.process.stderr!;
     const onData = () => {
       if (!enough()) return;

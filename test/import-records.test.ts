@@ -198,6 +198,15 @@ describe(`importFile records mode (${DRIVER})`, () => {
       expect(await checkpoint(database.ds, 'broken')).to.equal(null);
     });
 
+    it("a reject's raw text is cut to 4,096 UTF-8 bytes at a character boundary", async () => {
+      const long = 'é'.repeat(3000);
+      const path = file('long.csv', `sku,unit_price\n${long},1\nok,2\n`);
+      expect(await importFile(database.ds, 'long', path, { into: 'prices', invalid: 'skip' })).to.include({ rows: 1, invalid: 1 });
+      const [reject] = (await database.ds.query(sql('SELECT raw FROM checkpoint_import_rejects WHERE batch = ?'), ['long'])) as { raw: string }[];
+      expect(Buffer.byteLength(reject.raw)).to.equal(4096);
+      expect(reject.raw).to.equal('é'.repeat(2048));
+    });
+
     it('records: true hands records (JSON types kept) to the handler with the chunk start', async () => {
       const path = file('handler.ndjson', '{"a":1,"b":[true,{"c":"x"}]}\n{"a":2.5}\n{"a":null}\n');
       const seen: [number, unknown[]][] = [];

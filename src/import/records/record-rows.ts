@@ -60,7 +60,8 @@ export class RecordRows {
     const filled: number[] = [];
     for (const field of Object.keys(record)) {
       const at = fieldColumns.get(field);
-      if (at === undefined || values[at] !== undefined) continue;
+      // A field `map` set to undefined fills nothing, as if it were absent.
+      if (at === undefined || values[at] !== undefined || record[field] === undefined) continue;
       const converted = convertValue(record[field], columns[at], this.storable);
       if ('reason' in converted) return { kind: 'invalid', index, field, reason: converted.reason };
       values[at] = converted.value;
