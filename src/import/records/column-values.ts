@@ -198,13 +198,13 @@ function civilFromDays(z: number): [number, number, number] {
 function timestampValue(value: unknown, column: RecordColumn): Converted {
   const text = textOf(value);
   const match = text === null ? null : TIMESTAMP.exec(text);
-  const invalid = { reason: `${quoted(value)} is not an ISO 8601 timestamp (YYYY-MM-DD HH:MM:SS[.ffffff][Z|±HH:MM])` };
-  if (!match) return invalid;
+  const invalid = (): Converted => ({ reason: `${quoted(value)} is not an ISO 8601 timestamp (YYYY-MM-DD HH:MM:SS[.ffffff][Z|±HH:MM])` });
+  if (!match) return invalid();
   let [year, month, day, hour, minute] = [1, 2, 3, 4, 5].map((i) => Number(match[i]));
   const second = Number(match[6] ?? '0');
   const fraction = match[7] ?? '';
   const zone = match[8];
-  if (!realDate(year, month, day) || hour > 23 || minute > 59 || second > 59) return invalid;
+  if (!realDate(year, month, day) || hour > 23 || minute > 59 || second > 59) return invalid();
   const kept = column.fractionDigits ?? 6;
   if (/[1-9]/.test(fraction.slice(kept))) return { reason: `${text} has more fraction digits than the column keeps (${kept})` };
   if (zone && zone.toUpperCase() !== 'Z') {
@@ -212,14 +212,14 @@ function timestampValue(value: unknown, column: RecordColumn): Converted {
     const sign = zone[0] === '-' ? -1 : 1;
     const digits = zone.slice(1).replace(':', '');
     const offset = sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2) || '0'));
-    if (Math.abs(offset) >= 24 * 60) return invalid;
+    if (Math.abs(offset) >= 24 * 60) return invalid();
     let minutes = daysFromCivil(year, month, day) * 1440 + hour * 60 + minute - offset;
     const days = Math.floor(minutes / 1440);
     minutes -= days * 1440;
     [year, month, day] = civilFromDays(days);
     hour = Math.floor(minutes / 60);
     minute = minutes % 60;
-    if (year < 1 || year > 9999) return invalid;
+    if (year < 1 || year > 9999) return invalid();
   }
   const wall = `${pad(year, 4)}-${pad(month)}-${pad(day)} ${pad(hour)}:${pad(minute)}:${pad(second)}${fraction ? `.${fraction}` : ''}`;
   return { value: column.kind === 'timestamptz' ? `${wall}+00` : wall };

@@ -282,7 +282,8 @@ interface Chunk {
   count: number;
   rows: RecordRow[];
   rejects: Reject[];
-  skipped: number;
+  /** Rows `map` skipped. */
+  skipped: number[];
 }
 
 /** Pass 2: begin or resume the import, then commit the rows from the checkpoint on, chunk by chunk. */
@@ -307,48 +308,83 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   const startedAt = Date.now();
   let bytes = 0;
   let chunks = 0;
-  let chunk: Chunk = { start: result.nextIndex, count: 0, rows: [], rejects: [], skipped: 0 };
+  let chunk = emptyChunk(result.nextIndex);
   let duplicate = 0;
-  const commit = async () => {
-    const taken = chunk;
-    chunk = { start: taken.start + taken.count, count: 0, rows: [], rejects: [], skipped: 0 };
+  const commit = async (taken: Chunk) => {
     const last = taken.start + taken.count >= total;
     const outcome = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous, held);
     result.nextIndex = outcome.next;
-    chunk.start = outcome.next;
     if (!outcome.advanced) return;
     result.rows += taken.rows.length;
-    result.skipped += taken.skipped;
+    result.skipped += taken.skipped.length;
     result.invalid += taken.rejects.length;
     chunks++;
     onProgress?.(progressSince(startedAt, { name: batch, batches: chunks, items: result.rows, total, bytes, totalBytes: record.bytes }));
   };
+  // One chunk commits while the next one is read and converted; chunks still commit in order.
+  let committing: Promise<void> | null = null;
+  let failure: { error: unknown } | null = null;
+  const settle = async () => {
+    await committing;
+    committing = null;
+    if (failure) throw failure.error;
+  };
+  /** Waits for the chunk in flight, then sends this one; false when the import is to stop instead. */
+  const submit = async (): Promise<boolean> => {
+    await settle();
+    if (result.nextIndex >= total || signal?.aborted) return false;
+    // Another runner of this import may have committed some of these rows already.
+    const taken = rowsFrom(chunk, result.nextIndex);
+    chunk = emptyChunk(taken.start + taken.count);
+    if (taken.count > 0) committing = commit(taken).catch((error: unknown) => void (failure = { error }));
+    return true;
+  };
+  const stopped = () => ({ ...result, done: result.nextIndex >= total });
   try {
     const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (bytes = read) });
     for await (const group of unchanged(sourceItems(plan, blocks), batch, record)) {
       for (const item of group) {
-        // Rows another runner committed meanwhile are behind the checkpoint too.
+        // Rows committed before this call are behind the checkpoint.
         if (item.index < chunk.start) continue;
         while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < item.index) duplicate++;
         let evaluated: Evaluated = plan.rows.evaluate(item);
         if (evaluated.kind === 'row' && scan.duplicates[duplicate] === item.index) evaluated = { kind: 'invalid', ...duplicateError(plan, item.index) };
         chunk.count++;
         if (evaluated.kind === 'row') chunk.rows.push(evaluated);
-        else if (evaluated.kind === 'skipped') chunk.skipped++;
+        else if (evaluated.kind === 'skipped') chunk.skipped.push(item.index);
         else if (plan.lenient) chunk.rejects.push({ index: item.index, reason: rejectReason(evaluated), raw: item.raw });
         else throw changedBetweenPasses(batch, record);
         // The chunk that ends the file waits for the end of the file: only then is all of it verified.
-        if (chunk.count === size && item.index + 1 < total) {
-          await commit();
-          if (result.nextIndex >= total || signal?.aborted) return { ...result, done: result.nextIndex >= total };
-        }
+        if (chunk.count === size && item.index + 1 < total && !(await submit())) return stopped();
       }
     }
-    if (chunk.count > 0) await commit();
-    return { ...result, done: result.nextIndex >= total };
+    if (chunk.count > 0) await submit();
+    await settle();
+    return stopped();
+  } catch (error) {
+    // Never return while a chunk is still committing; the error that stopped the import wins.
+    await settle().catch(() => undefined);
+    throw error;
   } finally {
     await (runner as QueryRunner | null)?.release();
   }
+}
+
+function emptyChunk(start: number): Chunk {
+  return { start, count: 0, rows: [], rejects: [], skipped: [] };
+}
+
+/** The chunk's rows from source row `from` on (those before are committed already). */
+function rowsFrom(chunk: Chunk, from: number): Chunk {
+  if (from <= chunk.start) return chunk;
+  const end = chunk.start + chunk.count;
+  return {
+    start: Math.min(from, end),
+    count: Math.max(0, end - from),
+    rows: chunk.rows.filter((row) => row.index >= from),
+    rejects: chunk.rejects.filter((reject) => reject.index >= from),
+    skipped: chunk.skipped.filter((index) => index >= from),
+  };
 }
 
 function rejectReason(invalid: Extract<Evaluated, { kind: 'invalid' }>): string {

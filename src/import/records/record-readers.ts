@@ -247,18 +247,23 @@ async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): Asyn
     relax_column_count: true,
     skip_empty_lines: true,
     raw: true,
-    cast: (value, context) => {
-      if (context.quoting) return value;
-      if (nullText === undefined ? value === '' : value === nullText) return null;
-      return value;
-    },
   });
+  const delimiter = csv.delimiter ?? ',';
+  const quote = csv.quote ?? '"';
+  const escape = csv.escape ?? quote;
+  const nullCandidate = nullText ?? '';
   const source = Readable.from(utf8Texts(blocks, () => index), { objectMode: false });
   source.on('error', (error) => parser.destroy(error));
   source.pipe(parser);
   let items: SourceItem[] = [];
   try {
     for await (const { record, raw } of parser as AsyncIterable<{ record: (string | null)[]; raw: string }>) {
+      // NULL is the null text unquoted: the record's text says which fields were quoted (csv-parse's
+      // `cast` hook would tell too, at eight times the cost of the whole parse).
+      if (record.includes(nullCandidate)) {
+        const quoted = quotedFields(raw, delimiter, quote, escape);
+        for (let f = 0; f < record.length; f++) if (record[f] === nullCandidate && !quoted[f]) record[f] = null;
+      }
       if (header === null) {
         header = checkHeader(record, (message) => new InvalidInputError(`The CSV header ${message}`));
         continue;
@@ -274,7 +279,10 @@ async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): Asyn
       } else {
         const fields: Record<string, unknown> = {};
         for (let f = 0; f < header.length; f++) {
-          Object.defineProperty(fields, header[f], { value: record[f], enumerable: true, writable: true, configurable: true });
+          const name = header[f];
+          // `__proto__` as a column name is a field like any other, not the object's prototype.
+          if (name === '__proto__') Object.defineProperty(fields, name, { value: record[f], enumerable: true, writable: true, configurable: true });
+          else fields[name] = record[f];
         }
         items.push({ index: index++, raw: text, fields, problem: null });
       }
@@ -294,4 +302,33 @@ async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): Asyn
   }
   if (items.length > 0) yield items;
   if (header === null) throw new InvalidInputError('The CSV is empty: it needs a header row (or csv.columns).');
+}
+
+/** Which fields of one CSV record's text were quoted (the text as csv-parse read it). */
+export function quotedFields(raw: string, delimiter: string, quote: string, escape: string): boolean[] {
+  const quoted: boolean[] = [];
+  let at = 0;
+  for (;;) {
+    if (raw[at] === quote) {
+      quoted.push(true);
+      at++;
+      while (at < raw.length) {
+        const c = raw[at];
+        if (c === escape && raw[at + 1] === quote) {
+          at += 2;
+          continue;
+        }
+        if (c === quote) {
+          at++;
+          break;
+        }
+        at++;
+      }
+    } else {
+      quoted.push(false);
+    }
+    const next = raw.indexOf(delimiter, at);
+    if (next < 0) return quoted;
+    at = next + delimiter.length;
+  }
 }
