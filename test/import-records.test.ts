@@ -427,10 +427,17 @@ describe(`importFile records mode (${DRIVER})`, () => {
       expect(await count(database.ds, 'SELECT COUNT(*) FROM prices')).to.equal(0);
     });
 
-    it('lab rows from a .gz file as well', async () => {
-      const path = file('lab.ndjson.gz', gzipSync('{"id":"a","value":1}\n{"id":"b","value":2}\n'));
-      expect(await importFile(database.ds, 'lab-gz', path)).to.include({ rows: 2, done: true });
-      expect(await values(database.ds, 'lab-gz')).to.deep.equal([['a', 1], ['b', 2]]);
+    it('lab rows from a .gz file as well, in every format', async () => {
+      const sources = {
+        'lab.ndjson.gz': '{"id":"a","value":1}\n{"id":"b","value":2}\n',
+        'lab.json.gz': '[{"id":"a","value":1},{"id":"b","value":2}]',
+        'lab.csv.gz': 'id,value\na,1\nb,2\n',
+      };
+      for (const [name, content] of Object.entries(sources)) {
+        const path = file(name, gzipSync(content));
+        expect(await importFile(database.ds, `lab-gz-${name}`, path, { size: 1 }), name).to.include({ rows: 2, done: true });
+        expect(await values(database.ds, `lab-gz-${name}`)).to.deep.equal([['a', 1], ['b', 2]]);
+      }
     });
 
     it('a file changed between the passes is FINGERPRINT_MISMATCH; the chunks before the change stay', async () => {
