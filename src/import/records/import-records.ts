@@ -1,6 +1,6 @@
 import type { EntityManager, EntityTarget, QueryRunner } from 'typeorm';
 import { isRetryable } from '../../core/database-errors';
-import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
+import { DatabaseError, FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
 import { progressSince, type Progress } from '../../core/progress';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
 import { type BoundStatement, dialectOf, type RecordConflict } from '../../dialect';
@@ -451,7 +451,9 @@ async function commitChunk(
   } catch (error) {
     // A key the table holds already: named once the chunk rolled back (PostgreSQL refuses any
     // statement in a failed transaction). If the lookup fails too, the insert's own error stands.
-    if (!writing || !write || !(error instanceof InvalidInputError)) throw error;
+    // TypeORM 0.3's sqlite3 driver reports a duplicate key as a plain constraint error, so a
+    // DATABASE_ERROR is looked into too: an existing key makes it the input error it is.
+    if (!writing || !write || write.conflict || !(error instanceof InvalidInputError || error instanceof DatabaseError)) throw error;
     const named = await transact(plan.db, (tx) => firstExistingKey(tx, rows, write)).catch(() => null);
     throw named ?? error;
   }
