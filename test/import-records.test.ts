@@ -391,7 +391,9 @@ describe(`importFile records mode (${DRIVER})`, () => {
       await expectCode(importFile(database.ds, 'o5', path, { into: Price, maxInvalid: 3 }), 'INVALID_ARGUMENT');
       await expectCode(importFile(database.ds, 'o6', path, { into: Price, csv: { delimiter: ';;' } }), 'INVALID_ARGUMENT');
       await expectCode(importFile(database.ds, 'o7', path, { into: Price, conflict: 'merge' as 'skip' }), 'INVALID_ARGUMENT');
-      for (const batch of ['o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7']) expect(await checkpoint(database.ds, batch)).to.equal(null);
+      await expectCode(importFile(database.ds, 'o8', path, { records: true }), 'INVALID_ARGUMENT');
+      expect(await importFile(database.ds, 'o9', path, { records: true, check: true })).to.include({ rows: 1, invalid: 0 });
+      for (const batch of ['o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7', 'o8', 'o9']) expect(await checkpoint(database.ds, batch)).to.equal(null);
     });
 
     it('check on lab rows: the first invalid row reported, nothing written', async () => {

@@ -105,6 +105,9 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   const { handler, onProgress, signal } = options;
   if (options.into !== undefined || options.records === true) {
     if (options.into !== undefined && handler) throw new InvalidArgumentError('importFile: pass into or handler, not both.');
+    if (options.into === undefined && !handler && options.check !== true) {
+      throw new InvalidArgumentError('importFile: records: true needs a handler to write the records (or into, or check: true).');
+    }
     validateRecordsOptions(options);
     const records = handler as ((records: Record<string, unknown>[], tx: EntityManager, start: number) => unknown) | undefined;
     return importRecords({ db, batch, path, format, gzip, size, handler: records, onProgress, signal }, options);
