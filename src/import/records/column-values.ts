@@ -91,6 +91,11 @@ export function convertValue(value: unknown, column: RecordColumn, storable: Sto
 function integerValue(value: unknown, column: RecordColumn): Converted {
   const text = textOf(value);
   if (text === null || !INTEGER.test(text)) return { reason: `${quoted(value)} is not an integer` };
+  // Up to 15 digits a double holds the value exactly: no BigInt needed (the usual case).
+  if (text.length <= 15) {
+    const small = Number(text);
+    if ((column.min === undefined || small >= Number(column.min)) && (column.max === undefined || small <= Number(column.max))) return { value: small + 0 };
+  }
   const n = BigInt(text);
   if ((column.min !== undefined && n < column.min) || (column.max !== undefined && n > column.max)) {
     return { reason: `${text} is out of the column's range (${String(column.min)} to ${String(column.max)})` };
@@ -207,20 +212,23 @@ function timestampValue(value: unknown, column: RecordColumn): Converted {
   if (!realDate(year, month, day) || hour > 23 || minute > 59 || second > 59) return invalid();
   const kept = column.fractionDigits ?? 6;
   if (/[1-9]/.test(fraction.slice(kept))) return { reason: `${text} has more fraction digits than the column keeps (${kept})` };
-  if (zone && zone.toUpperCase() !== 'Z') {
-    // The UTC wall time: minutes shifted by the offset, the date carried in day numbers.
-    const sign = zone[0] === '-' ? -1 : 1;
-    const digits = zone.slice(1).replace(':', '');
-    const offset = sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2) || '0'));
-    if (Math.abs(offset) >= 24 * 60) return invalid();
-    let minutes = daysFromCivil(year, month, day) * 1440 + hour * 60 + minute - offset;
-    const days = Math.floor(minutes / 1440);
-    minutes -= days * 1440;
-    [year, month, day] = civilFromDays(days);
-    hour = Math.floor(minutes / 60);
-    minute = minutes % 60;
-    if (year < 1 || year > 9999) return invalid();
+  if (!zone || zone.toUpperCase() === 'Z') {
+    // UTC already: the digits as given, with a space between date and time.
+    const wall = `${match[1]}-${match[2]}-${match[3]} ${match[4]}:${match[5]}:${match[6] ?? '00'}${fraction ? `.${fraction}` : ''}`;
+    return { value: column.kind === 'timestamptz' ? `${wall}+00` : wall };
   }
+  // The UTC wall time: minutes shifted by the offset, the date carried in day numbers.
+  const sign = zone[0] === '-' ? -1 : 1;
+  const digits = zone.slice(1).replace(':', '');
+  const offset = sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2) || '0'));
+  if (Math.abs(offset) >= 24 * 60) return invalid();
+  let minutes = daysFromCivil(year, month, day) * 1440 + hour * 60 + minute - offset;
+  const days = Math.floor(minutes / 1440);
+  minutes -= days * 1440;
+  [year, month, day] = civilFromDays(days);
+  hour = Math.floor(minutes / 60);
+  minute = minutes % 60;
+  if (year < 1 || year > 9999) return invalid();
   const wall = `${pad(year, 4)}-${pad(month)}-${pad(day)} ${pad(hour)}:${pad(minute)}:${pad(second)}${fraction ? `.${fraction}` : ''}`;
   return { value: column.kind === 'timestamptz' ? `${wall}+00` : wall };
 }
