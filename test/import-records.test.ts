@@ -343,6 +343,19 @@ describe(`importFile records mode (${DRIVER})`, () => {
       expect(await prices()).to.deep.equal(['p1:10:new:eur', 'p3:30:new:eur', 'p5:50:new:eur']);
     });
 
+    it('two runners of one import at once write every row once, rejects included', async () => {
+      const lines = Array.from({ length: 3000 }, (_, i) => (i % 301 === 7 ? `r${i},bad` : `r${i},${i % 1000}`));
+      const path = file('race.csv', `sku,unit_price\n${lines.join('\n')}\n`);
+      const options = { into: Price, invalid: 'skip' as const, size: 50 };
+      const results = await Promise.all([importFile(database.ds, 'race', path, options), importFile(database.ds, 'race', path, options)]);
+      const invalid = lines.filter((line) => line.endsWith(',bad')).length;
+      expect(results[0].rows + results[1].rows).to.equal(3000 - invalid);
+      expect(results[0].invalid! + results[1].invalid!).to.equal(invalid);
+      expect(results.every((result) => result.done)).to.equal(true);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM prices')).to.equal(3000 - invalid);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_import_rejects WHERE batch = ?'), ['race'])).to.equal(invalid);
+    });
+
     it('joins a caller transaction: its rollback takes the rows, the rejects and the checkpoint', async () => {
       const path = file('joined.csv', 'sku,unit_price\nj1,1\nj2,x\n');
       await expectCode(
