@@ -89,6 +89,12 @@ export interface Dialect {
    * then use multi-row INSERTs). Driver errors are raised unchanged.
    */
   readonly copyRows?: (runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around?: CopyAround) => Promise<void>;
+  /**
+   * A statement that lets the current transaction's COMMIT return before its WAL is flushed
+   * (PostgreSQL's `SET LOCAL synchronous_commit = off`): a database crash may lose that commit,
+   * never half of it. Undefined where the dialect has no such setting.
+   */
+  readonly asynchronousCommit?: string;
   /** `insertIgnore` of `rows` rows in one statement (rows whose key exists are skipped). */
   insertIgnoreRows(table: string, columns: string[], conflictColumns: string[], rows: number): string;
   /**

@@ -44,6 +44,7 @@ export const postgres: Dialect = {
   skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
   supportsReturning: true,
   copyRows: copyFromStdin,
+  asynchronousCommit: 'SET LOCAL synchronous_commit = off',
   insertIgnoreRows(table, columns, conflictColumns, rows) {
     return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
   },
