@@ -69,18 +69,17 @@ function statementMessages(statement: BoundStatement, known: Set<string>, used: 
   return [serialize.close({ type: 'S', name }), serialize.parse({ name, text: statement.sql }), bind, EXECUTE];
 }
 
-const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
+const copySql = new Map<string, string>();
 
-/** Parse, Bind and Execute of a COPY … FROM STDIN, made once per table and columns. */
-function copyStatement(table: string, columns: string[]): { sql: string; messages: Buffer } {
+/** The COPY … FROM STDIN of `table` and `columns`, a statement prepared once per connection. */
+function copyStatement(table: string, columns: string[]): BoundStatement {
   const key = JSON.stringify([table, columns]);
-  let statement = copyStatements.get(key);
-  if (!statement) {
-    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
-    statement = { sql, messages: Buffer.concat(executeMessages(sql, [])) };
-    copyStatements.set(key, statement);
+  let sql = copySql.get(key);
+  if (sql === undefined) {
+    sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
+    copySql.set(key, sql);
   }
-  return statement;
+  return { sql, parameters: [], prepare: true };
 }
 
 /** The pg connection's socket, as a query object passed to `client.query` sees it. */
@@ -157,11 +156,14 @@ export async function copyFromStdin(runner: QueryRunner, table: string, columns:
   logger.logQuery(copy.sql, [], runner);
   for (const statement of after) logger.logQuery(statement.sql, statement.parameters, runner);
   const messages = before.flatMap((statement) => statementMessages(statement, known, used));
+  let copyMessages: Buffer[] | null = null;
   for (let row = 0; row < rows.rows; row += COPY_ROWS_PER_STATEMENT) {
+    // The first COPY of the pipeline prepares the statement if need be; the others only bind and run it.
+    copyMessages = copyMessages === null ? statementMessages(copy, known, used) : copyMessages.slice(-2);
     const from = row === 0 ? 0 : rows.ends[row - 1];
     const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + COPY_ROWS_PER_STATEMENT) - 1]);
     // One copy of the rows, into the CopyData message (the rows of a chunk are a few hundred kB at most).
-    messages.push(copy.messages, serialize.copyData(data), COPY_DONE);
+    messages.push(...copyMessages, serialize.copyData(data), COPY_DONE);
   }
   messages.push(...after.flatMap((statement) => statementMessages(statement, known, used)), SYNC);
   const pipeline = new MessagePipeline(messages);

@@ -175,11 +175,11 @@ export async function copyAdvancing(tx: EntityManager, batch: string, digest: st
  */
 function commitSetting(tx: EntityManager, asynchronous: boolean): BoundStatement[] {
   const sql = asynchronous ? sqlOf(tx).asynchronousCommit : undefined;
-  return sql === undefined ? [] : [{ sql, parameters: [] }];
+  return sql === undefined ? [] : [{ sql, parameters: [], prepare: true }];
 }
 
-const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [] };
-const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [] };
+const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [], prepare: true };
+const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [], prepare: true };
 
 /**
  * One chunk of the bulk path as a transaction of its own on `runner` (a connection the import
