@@ -69,17 +69,21 @@ function statementMessages(statement: BoundStatement, known: Set<string>, used: 
   return [serialize.close({ type: 'S', name }), serialize.parse({ name, text: statement.sql }), bind, EXECUTE];
 }
 
-const copySql = new Map<string, string>();
+const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
 
-/** The COPY … FROM STDIN of `table` and `columns`, a statement prepared once per connection. */
-function copyStatement(table: string, columns: string[]): BoundStatement {
+/**
+ * Parse, Bind and Execute of the COPY … FROM STDIN of `table` and `columns`, made once. Unnamed:
+ * a named one would fail a caller's transaction on a connection that dropped it (DEALLOCATE ALL).
+ */
+function copyStatement(table: string, columns: string[]): { sql: string; messages: Buffer } {
   const key = JSON.stringify([table, columns]);
-  let sql = copySql.get(key);
-  if (sql === undefined) {
-    sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
-    copySql.set(key, sql);
+  let statement = copyStatements.get(key);
+  if (!statement) {
+    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
+    statement = { sql, messages: Buffer.concat(executeMessages(sql, [])) };
+    copyStatements.set(key, statement);
   }
-  return { sql, parameters: [], prepare: true };
+  return statement;
 }
 
 /** The pg connection's socket, as a query object passed to `client.query` sees it. */
@@ -153,17 +157,14 @@ export async function copyFromStdin(runner: QueryRunner, table: string, columns:
   const copy = copyStatement(table, columns);
   const logger = runner.connection.logger;
   for (const statement of before) logger.logQuery(statement.sql, statement.parameters, runner);
-  logger.logQuery(copy.sql, [], runner);
+  if (rows.rows > 0) logger.logQuery(copy.sql, [], runner);
   for (const statement of after) logger.logQuery(statement.sql, statement.parameters, runner);
   const messages = before.flatMap((statement) => statementMessages(statement, known, used));
-  let copyMessages: Buffer[] | null = null;
   for (let row = 0; row < rows.rows; row += COPY_ROWS_PER_STATEMENT) {
-    // The first COPY of the pipeline prepares the statement if need be; the others only bind and run it.
-    copyMessages = copyMessages === null ? statementMessages(copy, known, used) : copyMessages.slice(-2);
     const from = row === 0 ? 0 : rows.ends[row - 1];
     const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + COPY_ROWS_PER_STATEMENT) - 1]);
-    // One copy of the rows, into the CopyData message (the rows of a chunk are a few hundred kB at most).
-    messages.push(...copyMessages, serialize.copyData(data), COPY_DONE);
+    // The rows are copied once, into the CopyData message (125 rows at a time).
+    messages.push(copy.messages, serialize.copyData(data), COPY_DONE);
   }
   messages.push(...after.flatMap((statement) => statementMessages(statement, known, used)), SYNC);
   const pipeline = new MessagePipeline(messages);
