@@ -112,8 +112,9 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
     await clear();
     const bigChunks = await library(BIG_CHUNK);
     return [
+      // Issue 12: the lab shape at the default chunk of 1,000 reaches 0.8× psql \copy on PostgreSQL.
       result(`importFile CSV ${options.sizeMb} MB (${rows.toLocaleString('en-US')} rows) vs ${baselineName} [${driver}]`, pair.candidate, 'rows/s', pair.baseline, pair.ratio, {
-        min: 0.7,
+        min: driver === 'postgres' ? 0.8 : 0.7,
       }),
       result(`importFile CSV ${options.sizeMb} MB in chunks of ${BIG_CHUNK.toLocaleString('en-US')} [${driver}]`, bigChunks, 'rows/s', pair.baseline, bigChunks / pair.baseline, null),
       result(`importFile peak RSS, ${options.sizeMb} MB CSV [${driver}]`, Math.max(...measuredPeaks), 'MB', null, null, { max: RSS_LIMIT_MB }, 'value'),

@@ -1,3 +1,4 @@
+import { serialize } from 'pg-protocol';
 import type { QueryRunner } from 'typeorm';
 import type { CopyRows } from './copy-text';
 import { pgClientOf } from './pg-client';
@@ -25,39 +26,23 @@ export interface CopyAround {
 // go in one round trip.
 const COPY_ROWS_PER_STATEMENT = 125;
 
-/** A message of PostgreSQL's frontend protocol: type, length (itself included), body. */
-function frontendMessage(type: string, ...body: Buffer[]): Buffer {
-  const length = body.reduce((sum, part) => sum + part.length, 4);
-  const head = Buffer.allocUnsafe(5);
-  head.write(type, 0, 'latin1');
-  head.writeInt32BE(length, 1);
-  return Buffer.concat([head, ...body]);
-}
+// Every message comes from pg-protocol's `serialize` (node-postgres' own writer); those without a
+// body are the same bytes every time.
+const EXECUTE = serialize.execute();
+const COPY_DONE = serialize.copyDone();
+const SYNC = serialize.sync();
 
-const cString = (text: string) => Buffer.from(`${text}\0`);
-const int16 = (value: number) => Buffer.from([(value >> 8) & 0xff, value & 0xff]);
+/** Parameters go as text; pg-protocol's writer takes strings (or null) only. */
+const asText = (value: BoundStatement['parameters'][number]) => (value === null ? null : String(value));
 
-function int32(value: number): Buffer {
-  const out = Buffer.allocUnsafe(4);
-  out.writeInt32BE(value);
-  return out;
-}
-
-/** Bind (text parameters) of `statement` (named, or the unnamed one) to the unnamed portal. */
+/** Bind of `statement` (named, or the unnamed one) to the unnamed portal. */
 function bindMessage(statement: string, parameters: BoundStatement['parameters']): Buffer {
-  const values = parameters.map((value) => {
-    if (value === null) return int32(-1);
-    const text = Buffer.from(String(value));
-    return Buffer.concat([int32(text.length), text]);
-  });
-  return frontendMessage('B', cString(''), cString(statement), int16(0), int16(values.length), ...values, int16(0));
+  return serialize.bind({ statement, values: parameters, valueMapper: asText });
 }
-
-const EXECUTE = frontendMessage('E', cString(''), int32(0));
 
 /** Parse, Bind and Execute of an unnamed statement, for the extended query protocol. */
 function executeMessages(sql: string, parameters: BoundStatement['parameters']): Buffer[] {
-  return [frontendMessage('P', cString(''), cString(sql), int16(0)), bindMessage('', parameters), EXECUTE];
+  return [serialize.parse({ text: sql }), bindMessage('', parameters), EXECUTE];
 }
 
 // Names of their own: pg's parsedStatements does not see what a pipeline prepares, so a text
@@ -81,22 +66,24 @@ function statementMessages(statement: BoundStatement, known: Set<string>, used: 
   used.push(name);
   const bind = bindMessage(name, statement.parameters);
   if (known.has(name)) return [bind, EXECUTE];
-  return [frontendMessage('C', Buffer.from('S'), cString(name)), frontendMessage('P', cString(name), cString(statement.sql), int16(0)), bind, EXECUTE];
+  return [serialize.close({ type: 'S', name }), serialize.parse({ name, text: statement.sql }), bind, EXECUTE];
 }
 
-const COPY_DONE = frontendMessage('c');
-const SYNC = frontendMessage('S');
-const copyStatements = new Map<string, Buffer>();
+const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
 
-/** Parse, Bind and Execute of a COPY … FROM STDIN, made once per table and columns. */
-function copyStatement(table: string, columns: string[]): Buffer {
-  const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
-  let messages = copyStatements.get(sql);
-  if (!messages) {
-    messages = Buffer.concat(executeMessages(sql, []));
-    copyStatements.set(sql, messages);
+/**
+ * Parse, Bind and Execute of the COPY … FROM STDIN of `table` and `columns`, made once. Unnamed:
+ * a named one would fail a caller's transaction on a connection that dropped it (DEALLOCATE ALL).
+ */
+function copyStatement(table: string, columns: string[]): { sql: string; messages: Buffer } {
+  const key = JSON.stringify([table, columns]);
+  let statement = copyStatements.get(key);
+  if (!statement) {
+    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
+    statement = { sql, messages: Buffer.concat(executeMessages(sql, [])) };
+    copyStatements.set(key, statement);
   }
-  return messages;
+  return statement;
 }
 
 /** The pg connection's socket, as a query object passed to `client.query` sees it. */
@@ -154,7 +141,8 @@ class MessagePipeline {
 /**
  * PostgreSQL's bulk path on the runner's own connection (its transaction): `around.before`, the
  * rows in COPY FROM STDIN statements of `COPY_ROWS_PER_STATEMENT` rows, `around.after`, all in
- * one round trip.
+ * one round trip. Each statement is logged through the DataSource's logger (the COPY once), as
+ * TypeORM logs its own queries.
  */
 export async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
   const client = await pgClientOf<{ query(query: MessagePipeline): unknown }>(runner);
@@ -164,14 +152,21 @@ export async function copyFromStdin(runner: QueryRunner, table: string, columns:
     preparedOnClient.set(client, known);
   }
   const used: string[] = [];
-  const messages = (around.before ?? []).flatMap((statement) => statementMessages(statement, known, used));
+  const before = around.before ?? [];
+  const after = around.after ?? [];
   const copy = copyStatement(table, columns);
+  const logger = runner.connection.logger;
+  for (const statement of before) logger.logQuery(statement.sql, statement.parameters, runner);
+  if (rows.rows > 0) logger.logQuery(copy.sql, [], runner);
+  for (const statement of after) logger.logQuery(statement.sql, statement.parameters, runner);
+  const messages = before.flatMap((statement) => statementMessages(statement, known, used));
   for (let row = 0; row < rows.rows; row += COPY_ROWS_PER_STATEMENT) {
     const from = row === 0 ? 0 : rows.ends[row - 1];
     const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + COPY_ROWS_PER_STATEMENT) - 1]);
-    messages.push(copy, Buffer.concat([Buffer.from('d'), int32(data.length + 4)]), data, COPY_DONE);
+    // The rows are copied once, into the CopyData message (125 rows at a time).
+    messages.push(copy.messages, serialize.copyData(data), COPY_DONE);
   }
-  messages.push(...(around.after ?? []).flatMap((statement) => statementMessages(statement, known, used)), SYNC);
+  messages.push(...after.flatMap((statement) => statementMessages(statement, known, used)), SYNC);
   const pipeline = new MessagePipeline(messages);
   client.query(pipeline);
   try {

@@ -98,6 +98,12 @@ export interface Dialect {
    * then use multi-row INSERTs). Driver errors are raised unchanged.
    */
   readonly copyRows?: (runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around?: CopyAround) => Promise<void>;
+  /**
+   * A statement that lets the current transaction's COMMIT return before its WAL is flushed
+   * (PostgreSQL's `SET LOCAL synchronous_commit = off`): a database crash may lose that commit,
+   * never half of it. Undefined where the dialect has no such setting.
+   */
+  readonly asynchronousCommit?: string;
   /** `insertIgnore` of `rows` rows in one statement (rows whose key exists are skipped). */
   insertIgnoreRows(table: string, columns: string[], conflictColumns: string[], rows: number): string;
   /**
@@ -128,11 +134,6 @@ export interface Dialect {
     parameters: unknown[],
   ): Promise<boolean>;
   tableInfo(manager: EntityManager, table: TableRef): Promise<TableInfo | null>;
-  /**
-   * Makes the current transaction's commit asynchronous (PostgreSQL's `SET LOCAL synchronous_commit
-   * = off`): a database crash may lose it, rows and checkpoint together. Undefined elsewhere.
-   */
-  readonly asynchronousCommit?: BoundStatement;
   /** What records mode checks values against: floats with NaN/±Infinity, text with U+0000. */
   readonly storable: { floatSpecials: boolean; textHoldsNul: boolean };
   /** The columns of `table` as records mode converts values for them, from the catalogue; null when there is no such table. */

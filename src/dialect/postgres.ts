@@ -89,6 +89,7 @@ export const postgres: Dialect = {
   skipLockedSuffix: ' FOR UPDATE SKIP LOCKED',
   supportsReturning: true,
   copyRows: copyFromStdin,
+  asynchronousCommit: 'SET LOCAL synchronous_commit = off',
   insertIgnoreRows(table, columns, conflictColumns, rows) {
     return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
   },
@@ -136,7 +137,6 @@ export const postgres: Dialect = {
     };
   },
   storable: { floatSpecials: true, textHoldsNul: false },
-  asynchronousCommit: { sql: 'SET LOCAL synchronous_commit = off', parameters: [] },
   async recordColumns(manager, table) {
     const columns: PgCatalogueColumn[] = await manager.query(
       `SELECT c.column_name AS name, c.udt_name AS udt, c.character_maximum_length AS length,

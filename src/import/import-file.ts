@@ -39,6 +39,11 @@ export interface ImportFileOptions<R = Row> extends RecordsOptions {
   onProgress?(progress: Progress): void;
   /** Stops cleanly after the current chunk commits. */
   signal?: AbortSignal;
+  /**
+   * Commit every chunk synchronously. By default, on PostgreSQL, an import that opens its own
+   * transactions commits every chunk but the last without waiting for the WAL flush (see README).
+   */
+  durable?: boolean;
 }
 
 /** `rows` counts the rows written by this call; `nextIndex` is the committed checkpoint. */
@@ -81,6 +86,9 @@ function validateOptions<R>(options: ImportFileOptions<R>): void {
   }
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new InvalidArgumentError('importFile: signal must be an AbortSignal.');
+  }
+  if (options.durable !== undefined && typeof options.durable !== 'boolean') {
+    throw new InvalidArgumentError('importFile: durable must be a boolean.');
   }
 }
 
@@ -133,7 +141,7 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   let batches = 0;
   // The built-in table takes the dialect's bulk path where it has one: rows go straight to COPY text.
   const chunk = new ChunkRows(!handler && bulkPathOf(db) ? copyRowPrefix(batch) : null);
-  const committer = chunk.copying ? bulkCommitter(db, batch, record.digest) : null;
+  const committer = chunk.copying ? bulkCommitter(db, batch, record.digest, options.durable ? null : total) : null;
   const commit = async (taken: TakenRows) => {
     const outcome = taken.copy
       ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
@@ -359,6 +367,13 @@ async function rowsAt(path: string, format: ImportFormat, gzip: boolean, record:
   return found;
 }
 
+/**
+ * Whether a chunk ending before `asynchronousBefore` (the file's row count; null: never) may
+ * commit asynchronously: every chunk but the last, so `done` is only returned after a durable commit.
+ */
+const mayCommitAsynchronously = (start: number, rows: CopyRows, asynchronousBefore: number | null) =>
+  asynchronousBefore !== null && start + rows.rows < asynchronousBefore;
+
 /** How bulk chunks commit: each in a transaction of its own, or the caller's savepoint. */
 interface BulkCommitter {
   /** Commits the chunk with the checkpoint advance; false, nothing kept, when the import is not at `start`. */
@@ -371,13 +386,18 @@ interface BulkCommitter {
 /** Rolls back a bulk chunk the checkpoint did not advance for. */
 class NotAtStart extends Error {}
 
-/** Through `transact`: joins the caller's transaction (a savepoint per chunk) or opens one per chunk. */
-function sharedCommitter(db: Db, batch: string, digest: string): BulkCommitter {
+/**
+ * Through `transact`: joins the caller's transaction (a savepoint per chunk, whose commit is the
+ * caller's) or opens one per chunk.
+ */
+function sharedCommitter(db: Db, batch: string, digest: string, asynchronousBefore: number | null): BulkCommitter {
+  const owned = !joinsTransaction(db);
   return {
     async write(start, rows) {
+      const asynchronous = owned && mayCommitAsynchronously(start, rows, asynchronousBefore);
       try {
         await transact(db, async (tx) => {
-          if (!(await copyAdvancing(tx, batch, digest, start, rows))) throw new NotAtStart();
+          if (!(await copyAdvancing(tx, batch, digest, start, rows, asynchronous))) throw new NotAtStart();
         });
         return true;
       } catch (error) {
@@ -395,14 +415,15 @@ function sharedCommitter(db: Db, batch: string, digest: string): BulkCommitter {
  * BEGIN, the advance and the COPY in one round trip, then COMMIT — no pool checkout, no separate
  * round trip to begin. Serialization failures and deadlocks are retried as `transact` retries them.
  */
-function heldCommitter(dataSource: DataSource, batch: string, digest: string): BulkCommitter {
+function heldCommitter(dataSource: DataSource, batch: string, digest: string, asynchronousBefore: number | null): BulkCommitter {
   let runner: QueryRunner | null = null;
   const connection = () => (runner ??= dataSource.createQueryRunner());
   return {
     async write(start, rows) {
+      const asynchronous = mayCommitAsynchronously(start, rows, asynchronousBefore);
       for (let attempt = 1; ; attempt++) {
         try {
-          return await copyTransaction(connection(), batch, digest, start, rows);
+          return await copyTransaction(connection(), batch, digest, start, rows, asynchronous);
         } catch (error) {
           if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
         }
@@ -419,13 +440,17 @@ function heldCommitter(dataSource: DataSource, batch: string, digest: string): B
   };
 }
 
-/** The committer for an import on `db`: a held connection where the import opens its own transactions. */
-function bulkCommitter(db: Db, batch: string, digest: string): BulkCommitter {
+/**
+ * The committer for an import on `db`: a held connection where the import opens its own
+ * transactions. Chunks that end before row `asynchronousBefore` commit asynchronously where the
+ * import owns their transaction.
+ */
+function bulkCommitter(db: Db, batch: string, digest: string, asynchronousBefore: number | null): BulkCommitter {
   const dataSource = dataSourceOf(db);
   // A configured isolation level applies to TypeORM's transactions, which transact opens.
   const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
-  if (joinsTransaction(db) || isolation !== undefined) return sharedCommitter(db, batch, digest);
-  return heldCommitter(dataSource, batch, digest);
+  if (joinsTransaction(db) || isolation !== undefined) return sharedCommitter(db, batch, digest, asynchronousBefore);
+  return heldCommitter(dataSource, batch, digest, asynchronousBefore);
 }
 
 /**

@@ -153,11 +153,14 @@ export function assertingAdvance(tx: EntityManager, batch: string, digest: strin
  * `advanceImport` and the bulk insert of `rows` (written by a CopyText in the order batch, id,
  * value) in one round trip; false, with the rows not to be kept (roll back), when the import is
  * not at `start`. A duplicate key is INVALID_INPUT for the range (the caller may name the row).
+ * With `asynchronous`, the transaction (which the caller must own) commits without waiting for
+ * its WAL flush where the dialect can (see `commitSetting`).
  */
-export async function copyAdvancing(tx: EntityManager, batch: string, digest: string, start: number, rows: CopyRows): Promise<boolean> {
+export async function copyAdvancing(tx: EntityManager, batch: string, digest: string, start: number, rows: CopyRows, asynchronous = false): Promise<boolean> {
   const dialect = sqlOf(tx);
   try {
-    await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, { before: [assertingAdvance(tx, batch, digest, start, start + rows.rows)] });
+    const before = [...commitSetting(tx, asynchronous), assertingAdvance(tx, batch, digest, start, start + rows.rows)];
+    await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, { before });
     return true;
   } catch (error) {
     if (errorCodes(error).includes(NOT_AT_START)) return false;
@@ -165,22 +168,34 @@ export async function copyAdvancing(tx: EntityManager, batch: string, digest: st
   }
 }
 
-export const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [] };
-export const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [] };
+/**
+ * The statement that makes the chunk's commit asynchronous, when asked for and the dialect has
+ * one. A commit lost in a database crash loses the chunk's rows and its checkpoint together, so
+ * the rerun writes exactly those rows again: still exactly once.
+ */
+function commitSetting(tx: EntityManager, asynchronous: boolean): BoundStatement[] {
+  const sql = asynchronous ? sqlOf(tx).asynchronousCommit : undefined;
+  return sql === undefined ? [] : [{ sql, parameters: [], prepare: true }];
+}
+
+export const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [], prepare: true };
+export const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [], prepare: true };
 
 /**
  * One chunk of the bulk path as a transaction of its own on `runner` (a connection the import
  * holds, outside any transaction): BEGIN, the checkpoint advance, the COPY of `rows` and COMMIT in
- * one round trip. False, nothing kept, when the import is not at `start`. On any error the
- * transaction is rolled back and the error raised as `copyAdvancing` raises it.
+ * one round trip (with `asynchronous`, a COMMIT that does not wait for the WAL flush). False,
+ * nothing kept, when the import is not at `start`. On any error the transaction is rolled back
+ * and the error raised as `copyAdvancing` raises it.
  */
-export async function copyTransaction(runner: QueryRunner, batch: string, digest: string, start: number, rows: CopyRows): Promise<boolean> {
+export async function copyTransaction(runner: QueryRunner, batch: string, digest: string, start: number, rows: CopyRows, asynchronous = false): Promise<boolean> {
   const tx = runner.manager;
   const dialect = sqlOf(tx);
   for (let attempt = 1; ; attempt++) {
     try {
       const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
-      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before: [BEGIN, advance], after: [COMMIT] });
+      const before = [BEGIN, ...commitSetting(tx, asynchronous), advance];
+      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT] });
       return true;
     } catch (error) {
       // The server skipped what followed the failure, COMMIT included: the transaction is still open.

@@ -295,7 +295,8 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   if (result.nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return result;
   // Chunks but the last commit asynchronously where the import owns its transactions (see README).
-  const asynchronous = plan.durable || joinsTransaction(db) ? undefined : dialectOf(dataSourceOf(db)).asynchronousCommit;
+  const setting = plan.durable || joinsTransaction(db) ? undefined : dialectOf(dataSourceOf(db)).asynchronousCommit;
+  const asynchronous: BoundStatement | undefined = setting === undefined ? undefined : { sql: setting, parameters: [] };
   // A plain COPY into the target goes as one round trip per chunk on a connection held for the
   // import, where it opens its own transactions (a configured isolation level is TypeORM's to apply).
   const dataSource = dataSourceOf(db);

@@ -1,0 +1,150 @@
+// One measured import of the typed CSV (bench/records-import-bench.ts), run on plain Node from the
+// swc output so its peak RSS is its own. Prints one JSON line: { rows, ms, maxRssMb }, or
+// { unavailable } when importFile refuses records mode (a build without `into`).
+//   into <database url> <file> <size>            importFile(…, { into: 'bench_typed', size })
+//   typeorm <database url> <csv> <size> <limit>  what a TypeORM user writes: repository.insert of `size` entities per transaction
+//   sqlite-raw <sqlite file> <csv> <size>        better-sqlite3 prepared INSERT per row, one transaction per `size` rows
+import 'reflect-metadata';
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { performance } from 'node:perf_hooks';
+import { DataSource, EntitySchema } from 'typeorm';
+import { CheckpointError, checkpointEntities, checkpointMigrations, dataSourceOptionsFromUrl, importFile } from '../../src';
+
+interface SqliteDatabase {
+  pragma(text: string): unknown;
+  prepare(sql: string): { run(...parameters: unknown[]): unknown };
+  transaction<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void;
+  close(): void;
+}
+const Database = require('better-sqlite3') as new (file: string) => SqliteDatabase;
+
+/** The typed table as a TypeORM application maps it. */
+interface BenchTyped {
+  id: number;
+  price: string;
+  name: string;
+  createdAt: Date;
+  active: boolean;
+  day: string;
+}
+
+const [mode, target, path, sizeArg, limitArg] = process.argv.slice(2);
+
+const BenchTypedSchema = new EntitySchema<BenchTyped>({
+  name: 'BenchTyped',
+  tableName: 'bench_typed',
+  columns: {
+    id: { type: Number, primary: true },
+    price: { type: 'numeric', precision: 12, scale: 2 },
+    name: { type: 'text' },
+    createdAt: { name: 'created_at', type: target.startsWith('sqlite') ? 'datetime' : 'timestamp' },
+    active: { type: Boolean },
+    day: { type: 'date' },
+  },
+});
+const size = Number(sizeArg);
+
+/** The bench's CSV has no quoting: each line splits at its commas (id,price,name,created_at,active,day). */
+async function* lines(limit = Infinity): AsyncGenerator<string[]> {
+  let header = true;
+  let count = 0;
+  for await (const line of createInterface({ input: createReadStream(path, { highWaterMark: 1 << 20 }), crlfDelay: Infinity })) {
+    if (header) {
+      header = false;
+      continue;
+    }
+    if (line === '') continue;
+    if (count++ >= limit) return;
+    yield line.split(',');
+  }
+}
+
+async function openDataSource(entities: EntitySchema[] = []): Promise<DataSource> {
+  const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(target), entities: [...checkpointEntities, ...entities], migrations: checkpointMigrations });
+  await dataSource.initialize();
+  return dataSource;
+}
+
+async function libraryImport(): Promise<Record<string, unknown>> {
+  const dataSource = await openDataSource();
+  try {
+    const started = performance.now();
+    // Records-mode options through a variable: this branch's ImportFileOptions may not name them yet.
+    const options: Record<string, unknown> = { into: 'bench_typed', size };
+    let outcome;
+    try {
+      outcome = await importFile(dataSource, 'bench', path, options);
+    } catch (error) {
+      if (error instanceof CheckpointError && (error.code === 'INVALID_ARGUMENT' || error.code === 'INVALID_INPUT')) {
+        return { unavailable: `${error.code}: ${error.message}` };
+      }
+      throw error;
+    }
+    const ms = performance.now() - started;
+    if (!outcome.done) throw new Error('import did not finish');
+    return { rows: outcome.rows, ms };
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+async function typeormInsert(): Promise<Record<string, unknown>> {
+  const dataSource = await openDataSource([BenchTypedSchema]);
+  try {
+    const started = performance.now();
+    let rows = 0;
+    let chunk: BenchTyped[] = [];
+    const flush = async () => {
+      const entities = chunk;
+      chunk = [];
+      await dataSource.transaction((manager) => manager.getRepository(BenchTypedSchema).insert(entities));
+      rows += entities.length;
+    };
+    for await (const [id, price, name, createdAt, active, day] of lines(Number(limitArg))) {
+      chunk.push({ id: Number(id), price, name, createdAt: new Date(`${createdAt.replace(' ', 'T')}Z`), active: active === 'true', day });
+      if (chunk.length === size) await flush();
+    }
+    if (chunk.length > 0) await flush();
+    return { rows, ms: performance.now() - started };
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+/** The hand-written loop: typed values bound to one prepared INSERT, a transaction per `size` rows. */
+async function rawSqlite(): Promise<Record<string, unknown>> {
+  const started = performance.now();
+  const db = new Database(target);
+  db.pragma('journal_mode = WAL');
+  const insert = db.prepare('INSERT INTO bench_typed (id, price, name, created_at, active, day) VALUES (?, ?, ?, ?, ?, ?)');
+  const insertChunk = db.transaction((rows: string[][]) => {
+    for (const [id, price, name, createdAt, active, day] of rows) insert.run(Number(id), price, name, createdAt, active === 'true' ? 1 : 0, day);
+  });
+  let rows = 0;
+  let chunk: string[][] = [];
+  for await (const fields of lines()) {
+    chunk.push(fields);
+    if (chunk.length === size) {
+      insertChunk(chunk);
+      rows += chunk.length;
+      chunk = [];
+    }
+  }
+  insertChunk(chunk);
+  rows += chunk.length;
+  db.close();
+  return { rows, ms: performance.now() - started };
+}
+
+async function main(): Promise<void> {
+  const run = { into: libraryImport, typeorm: typeormInsert, 'sqlite-raw': rawSqlite }[mode];
+  if (!run) throw new Error(`unknown mode ${mode}`);
+  const measured = await run();
+  console.log(JSON.stringify({ ...measured, maxRssMb: process.resourceUsage().maxRSS / 1024 }));
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
