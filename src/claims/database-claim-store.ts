@@ -11,11 +11,15 @@ import {
   type ClaimStore,
   type ClaimSummary,
   type FileRef,
+  type HeldClaim,
   LEASE_EXPIRED,
   type ProcessingStats,
+  type Subscription,
 } from './claim-store';
 
 const TABLE = 'file_checkpoints';
+/** The channel `register` and `requeue` notify and idle workers listen on (where the dialect can). */
+export const WAKE_CHANNEL = 'typeorm_checkpoint_files';
 // Bounds the placeholders per statement well below every driver's limit (SQLite's is the lowest).
 const ROWS_PER_STATEMENT = 50;
 const URLS_PER_STATEMENT = 500;
@@ -392,6 +396,91 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
+  /** `(file_url = ? AND claim_token = ?) OR …` for `files` claims, with `status = 'processing'`. */
+  private fencedAll(files: number): string {
+    const q = (column: string) => this.dialect.quote(column);
+    const one = `(${q('file_url')} = ? AND ${q('claim_token')} = ?)`;
+    return `${q('status')} = 'processing' AND (${Array.from({ length: files }, () => one).join(' OR ')})`;
+  }
+
+  async completeAll(
+    files: HeldClaim[],
+    work: (tx: EntityManager | undefined) => Promise<ProcessingStats[]>,
+  ): Promise<ProcessingStats[]> {
+    const q = (column: string) => this.dialect.quote(column);
+    const what = `completing ${files.length} files`;
+    return this.guard(what, () =>
+      transact(this.db, async (tx) => {
+        const lock = this.dialect.lockRow(TABLE, 'file_url');
+        if (lock.before) await run(tx, lock.before, [files[0].fileUrl], `locking "${files[0].fileUrl}"`);
+        let stats: ProcessingStats[];
+        try {
+          stats = await work(tx);
+        } catch (error) {
+          throw new WorkFailure(error);
+        }
+        const now = Date.now();
+        let completed = 0;
+        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+          // Each stat column is a CASE over the chunk's URLs; its ELSE keeps the column's own type,
+          // which types the bound values on PostgreSQL too.
+          const column = (name: string) =>
+            `${q(name)} = CASE ${chunk.map(() => `WHEN ${q('file_url')} = ? THEN ?`).join(' ')} ELSE ${q(name)} END`;
+          const build = () =>
+            this.sql(
+              `UPDATE ${this.table} SET ${q('status')} = 'completed', ${column('records_total')}, ${column('records_filtered')}, ` +
+                `${column('records_persisted')}, ${column('processing_time_ms')}, ${q('completed_at')} = ?, ` +
+                `${q('lease_expires_at')} = NULL WHERE ${this.fencedAll(chunk.length)}`,
+            );
+          const values = (pick: (s: ProcessingStats) => number) => chunk.flatMap((file, j) => [file.fileUrl, pick(stats[i + j])]);
+          const parameters = [
+            ...values((s) => s.totalRows), ...values((s) => s.filteredRows), ...values((s) => s.persistedRows),
+            ...values((s) => s.durationMs), now, ...chunk.flatMap((file) => [file.fileUrl, file.token]),
+          ];
+          completed += (await this.execute(tx, `completeAll:${chunk.length}`, build, parameters, what)).affected;
+        }
+        // All or nothing: one lost claim rolls back every file's writes, and the caller runs them one by one.
+        if (completed !== files.length) throw claimLost(files.map((file) => file.fileUrl).join('", "'), 'complete');
+        return stats;
+      }),
+    );
+  }
+
+  async release(files: HeldClaim[]): Promise<number> {
+    const q = (column: string) => this.dialect.quote(column);
+    const what = `giving back ${files.length} files`;
+    return this.guard(what, () =>
+      transact(this.db, async (tx) => {
+        let released = 0;
+        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+          // retry_count stays: a pending row's next claim counts no attempt, so the count is as before this claim.
+          const build = () =>
+            this.sql(
+              `UPDATE ${this.table} SET ${q('status')} = 'pending', ${q('claim_token')} = ${q('claim_token')} + 1, ` +
+                `${q('lease_expires_at')} = NULL WHERE ${this.fencedAll(chunk.length)}`,
+            );
+          const parameters = chunk.flatMap((file) => [file.fileUrl, file.token]);
+          released += (await this.execute(tx, `release:${chunk.length}`, build, parameters, what)).affected;
+        }
+        if (released > 0) await this.notify(tx);
+        return released;
+      }),
+    );
+  }
+
+  /** Wakes idle workers when `tx` commits (PostgreSQL NOTIFY is delivered on commit); nothing elsewhere. */
+  private async notify(tx: EntityManager): Promise<void> {
+    const wakeups = this.dialect.wakeups;
+    if (!wakeups) return;
+    await this.execute(tx, 'notify', () => wakeups.notify, [WAKE_CHANNEL], 'waking the workers');
+  }
+
+  subscribe(wake: () => void, onError: (error: unknown) => void): Subscription | undefined {
+    return this.dialect.wakeups?.listen(dataSourceOf(this.db), WAKE_CHANNEL, wake, onError);
+  }
+
   async fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean> {
     const q = (column: string) => this.dialect.quote(column);
     const build = () =>
@@ -446,6 +535,7 @@ export class DatabaseClaimStore implements ClaimStore {
             throw ownStatementError(error, 'registering files');
           }
         }
+        if (inserted > 0) await this.notify(tx);
         return inserted;
       }),
     );
@@ -478,6 +568,7 @@ export class DatabaseClaimStore implements ClaimStore {
               `${q('lease_expires_at')} = NULL WHERE ${q('file_url')} = ? AND ${q('status')} = 'failed'`,
           );
         const { affected } = await this.execute(tx, 'requeue', build, [fileUrl], `requeueing "${fileUrl}"`);
+        if (affected > 0) await this.notify(tx);
         return affected > 0;
       }),
     );

@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { ColumnInfo, Dialect } from './dialect';
 import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
+import { listenOnPostgres } from './pg-listen';
 import { affectedRows, defaultCollationIsExact, doubleQuote, onConflictDoNothing, onConflictUpdateWhere, questionMarks } from './shared-sql';
 
 export const postgres: Dialect = {
@@ -20,6 +21,7 @@ export const postgres: Dialect = {
     }
     return true;
   },
+  wakeups: { notify: 'SELECT pg_notify($1, \'\')', listen: listenOnPostgres },
   supportsSkipLocked: true,
   singleConnection: false,
   quote: doubleQuote,
