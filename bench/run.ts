@@ -1,5 +1,5 @@
-// npm run bench [-- --full] [--only each-batch,steps,claims,import] [--db sqlite,postgres] [--import-mb N]
-// (claims run on PostgreSQL only)
+// npm run bench [-- --full] [--only each-batch,steps,claims,workers,import] [--db sqlite,postgres] [--import-mb N]
+// (claims and workers run on PostgreSQL only)
 //
 // Measures the library against baselines run side by side in the same process run, prints a
 // table of ratios with their targets, and writes bench/results.json. Default sizes are small
@@ -14,8 +14,9 @@ import { claimsBench } from './claims-bench';
 import { eachBatchBench } from './each-batch-bench';
 import { importBench } from './import-bench';
 import { stepBench } from './step-bench';
+import { workersBench } from './workers-bench';
 
-const SECTIONS = ['each-batch', 'steps', 'claims', 'import'] as const;
+const SECTIONS = ['each-batch', 'steps', 'claims', 'workers', 'import'] as const;
 type Section = (typeof SECTIONS)[number];
 
 function option(name: string): string | undefined {
@@ -52,6 +53,11 @@ async function main(): Promise<void> {
   if (only.includes('claims') && drivers.includes('postgres')) {
     log('claims (PostgreSQL, 8 worker processes)…');
     results.push(...(await claimsBench({ files: full ? 20_000 : 2_000, workers: 8, warmups: 1, repeats: 3, log })));
+    save();
+  }
+  if (only.includes('workers') && drivers.includes('postgres')) {
+    log('workers (PostgreSQL, 8 worker processes)…');
+    results.push(...(await workersBench({ files: full ? 20_000 : 2_000, workers: 8, warmups: 1, repeats: full ? 3 : 2, wakeups: full ? 200 : 50, log })));
     save();
   }
   if (only.includes('import')) {
