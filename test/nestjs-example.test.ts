@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { CheckpointManager } from '../src';
+import { FileProcessor } from '../src/nestjs';
 import { type Child, kill, startChild } from './support/child';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 
@@ -60,5 +61,11 @@ describe(`NestJS example: @FileProcessor in a worker process (${DRIVER})`, funct
     } finally {
       await kill(child);
     }
+  });
+
+  it('@FileProcessor refuses options it does not know with INVALID_ARGUMENT', () => {
+    expect(() => FileProcessor({ fileTyp: 'report' } as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
+    expect(() => FileProcessor(null as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
+    expect(FileProcessor({ fileType: 'report', concurrency: 2 })).to.be.a('function');
   });
 });

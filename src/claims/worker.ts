@@ -120,6 +120,9 @@ class FileWorker implements Worker {
   /** A wake-up that came while not idle: claim again before sleeping. */
   private woken = false;
   private heartbeating = false;
+  /** A failed heartbeat is retried after `pollMs`, not only at the next regular beat. */
+  private heartbeatRetry: NodeJS.Timeout | undefined;
+  private ended = false;
 
   constructor(
     private readonly host: WorkerHost,
@@ -191,7 +194,9 @@ class FileWorker implements Worker {
     try {
       await this.loop();
     } finally {
+      this.ended = true;
       clearInterval(heartbeats);
+      clearTimeout(this.heartbeatRetry);
       signal?.removeEventListener('abort', onAbort);
       await subscription?.close();
     }
@@ -274,7 +279,15 @@ class FileWorker implements Worker {
 
   /** One file in its own transaction, under processFile's rules. */
   private async runOne(held: Held): Promise<void> {
-    const store = this.host.store();
+    let store: ClaimStore;
+    try {
+      store = this.host.store();
+    } catch (error) {
+      // No store to run it against (a getter failing): its lease frees the file for another worker.
+      this.held.delete(held.fileUrl);
+      this.report(error, held.file);
+      return;
+    }
     this.runningFiles += 1;
     const started = Date.now();
     try {
@@ -301,11 +314,10 @@ class FileWorker implements Worker {
    * chunk back and its files run again one per transaction, so only the failing file fails.
    */
   private async runChunk(files: Held[]): Promise<void> {
-    const store = this.host.store();
     this.runningFiles += files.length;
     let chunked = false;
     try {
-      await store.completeAll(files, async (tx) => {
+      await this.host.store().completeAll(files, async (tx) => {
         const stats: ProcessingStats[] = [];
         for (const held of files) {
           const started = Date.now();
@@ -331,19 +343,30 @@ class FileWorker implements Worker {
   private async heartbeat(): Promise<void> {
     if (this.heartbeating || this.held.size === 0) return;
     this.heartbeating = true;
-    const store = this.host.store();
+    let failed = false;
     try {
+      const store = this.host.store();
       for (const held of [...this.held.values()]) {
         if (held.lost) continue;
         try {
           const kept = await store.heartbeat(held.fileUrl, held.token, Date.now() + this.host.claimant.leaseMs);
           if (!kept && this.held.get(held.fileUrl) === held) held.lost = true;
         } catch (error) {
+          failed = true;
           this.report(error, held.file);
         }
       }
+    } catch (error) {
+      failed = true;
+      this.report(error);
     } finally {
       this.heartbeating = false;
+    }
+    if (failed && !this.ended && this.heartbeatRetry === undefined) {
+      this.heartbeatRetry = setTimeout(() => {
+        this.heartbeatRetry = undefined;
+        void this.heartbeat();
+      }, this.jittered());
     }
   }
 }
