@@ -207,14 +207,14 @@ class FileWorker implements Worker {
   private async loop(): Promise<void> {
     const { concurrency, commitEvery, drain } = this.settings;
     while (!this.stopping) {
-      if (this.tasks.size >= concurrency) {
-        await this.idle(Infinity);
-        continue;
-      }
+      const full = this.tasks.size >= concurrency;
       if (this.waiting.length > 0) {
-        this.start(this.waiting.splice(0, commitEvery));
+        if (full) await this.idle(Infinity);
+        else this.start(this.waiting.splice(0, commitEvery));
         continue;
       }
+      // Nothing waiting: claim the next batch now, even while every slot is busy, so the claim's
+      // round trip overlaps the files in flight instead of leaving a slot idle.
       let claimed: FileCheckpoint[];
       try {
         this.woken = false;
