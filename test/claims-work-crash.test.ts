@@ -9,7 +9,7 @@ const WORKER = 'test/fixtures/claims-work-worker.ts';
 // PostgreSQL gets the full fleet; MariaDB fewer files; SQLite (one writer at a time) two processes.
 const PROCESSES = { postgres: 8, mysql: 4, sqlite: 2 }[DRIVER];
 const CONCURRENCY = DRIVER === 'sqlite' ? 2 : 4;
-const FILES = { postgres: 5000, mysql: 1000, sqlite: 300 }[DRIVER];
+const FILES = { postgres: 5000, mysql: 1000, sqlite: 600 }[DRIVER];
 const LEASE_MS = 1500;
 const MAX_RETRIES = 3;
 const KILLS = 3;
@@ -58,7 +58,23 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
           if ((await settled()).finished >= (FILES * k) / (KILLS + 1)) break;
           await new Promise((resolve) => setTimeout(resolve, 50));
         }
-        const victim = children.splice(0, 1)[0];
+        // The victim is the next process to report progress: it is busy, so it holds claims.
+        const marks = children.map((child) => child.lines.length);
+        // (When the queue ran out meanwhile — SQLite is quick — the first process is the victim.)
+        let settledAll = false;
+        const allSettled = (async () => {
+          while (!settledAll && (await settled()).finished < FILES) await new Promise((resolve) => setTimeout(resolve, 50));
+          return 0;
+        })();
+        const busy = await Promise.race([
+          ...children.map((child, c) =>
+            child.waitForLine((line) => line.startsWith('processed ') && child.lines.lastIndexOf(line) >= marks[c]).then(() => c),
+          ),
+          allSettled,
+        ]);
+        settledAll = true;
+        await allSettled;
+        const victim = children.splice(busy, 1)[0];
         await kill(victim);
         expect(victim.process.signalCode).to.equal('SIGKILL');
         const replacement = launch();
