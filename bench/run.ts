@@ -1,5 +1,5 @@
-// npm run bench [-- --full] [--only each-batch,steps,claims,import,records] [--db sqlite,postgres] [--import-mb N] [--records-mb N]
-// (claims run on PostgreSQL only)
+// npm run bench [-- --full] [--only each-batch,steps,claims,workers,import,records] [--db sqlite,postgres] [--import-mb N] [--records-mb N]
+// (claims and workers run on PostgreSQL only)
 //
 // Measures the library against baselines run side by side in the same process run, prints a
 // table of ratios with their targets, and writes bench/results.json. Default sizes are small
@@ -15,8 +15,9 @@ import { eachBatchBench } from './each-batch-bench';
 import { importBench } from './import-bench';
 import { recordsImportBench } from './records-import-bench';
 import { stepBench } from './step-bench';
+import { workersBench } from './workers-bench';
 
-const SECTIONS = ['each-batch', 'steps', 'claims', 'import', 'records'] as const;
+const SECTIONS = ['each-batch', 'steps', 'claims', 'workers', 'import', 'records'] as const;
 type Section = (typeof SECTIONS)[number];
 
 function option(name: string): string | undefined {
@@ -53,6 +54,11 @@ async function main(): Promise<void> {
   if (only.includes('claims') && drivers.includes('postgres')) {
     log('claims (PostgreSQL, 8 worker processes)…');
     results.push(...(await claimsBench({ files: full ? 20_000 : 2_000, workers: 8, warmups: 1, repeats: 3, log })));
+    save();
+  }
+  if (only.includes('workers') && drivers.includes('postgres')) {
+    log('workers (PostgreSQL, 8 worker processes)…');
+    results.push(...(await workersBench({ files: full ? 20_000 : 2_000, workers: 8, warmups: 1, repeats: full ? 3 : 2, wakeups: full ? 200 : 50, log })));
     save();
   }
   if (only.includes('import')) {

@@ -6,14 +6,20 @@ import { epochMsDate } from './epoch-ms-date';
 export type FileStatus = 'pending' | 'processing' | 'completed' | 'failed';
 
 /**
- * One file of a multi-worker queue, keyed by its URL (never a local path). Times are stored as
+ * One file of a multi-worker queue, identified by its URL (never a local path). Times are stored as
  * epoch milliseconds; `claimToken` fences stale workers, `leaseExpiresAt` frees crashed ones.
  */
 @Entity('file_checkpoints')
 @Index('IDX_file_checkpoints_status', ['status'])
 export class FileCheckpoint {
-  /** 768 characters: the longest key MySQL's InnoDB can index in utf8mb4. */
-  @PrimaryColumn({ name: 'file_url', type: 'varchar', length: 768 })
+  /**
+   * The key: SHA-256 of the URL's UTF-8 bytes in lowercase hex. Long URLs exceed what MySQL (3,072
+   * bytes) and PostgreSQL (2,704-byte btree entries) can index; reads compare the URL too.
+   */
+  @PrimaryColumn({ name: 'url_hash', type: 'varchar', length: 64 })
+  urlHash?: string;
+
+  @Column({ name: 'file_url', type: 'varchar', length: 4096 })
   fileUrl!: string;
 
   @Column({ name: 'file_type', type: 'varchar', length: 255 })

@@ -1,6 +1,12 @@
 import { CheckpointJobs1764460800000 } from './1764460800000-CheckpointJobs';
 import { FileCheckpoints1764547200000 } from './1764547200000-FileCheckpoints';
 import { ImportRejects1764633600000 } from './1764633600000-ImportRejects';
+import { LongFileUrls1764720000000 } from './1764720000000-LongFileUrls';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
-export const checkpointMigrations = [CheckpointJobs1764460800000, FileCheckpoints1764547200000, ImportRejects1764633600000];
+export const checkpointMigrations = [
+  CheckpointJobs1764460800000,
+  FileCheckpoints1764547200000,
+  ImportRejects1764633600000,
+  LongFileUrls1764720000000,
+];

@@ -38,3 +38,4 @@ export {
   type ProcessFileResult,
 } from './claims/checkpoint-manager';
 export type { ClaimSummary, FileRef, ProcessingStats } from './claims/claim-store';
+export type { FileHandler, Worker, WorkerSummary, WorkOptions } from './claims/worker';

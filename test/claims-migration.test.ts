@@ -1,7 +1,8 @@
 import { expect } from 'chai';
-import type { DataSource } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
 import { CheckpointError, CheckpointManager } from '../src';
 import { FileCheckpoints1764547200000 } from '../migrations/1764547200000-FileCheckpoints';
+import { LongFileUrls1764720000000 } from '../migrations/1764720000000-LongFileUrls';
 import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
 
 const FUNCTIONS = [
@@ -47,7 +48,19 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
   });
 
   it('is safe to run twice, and down() removes the table (and the SQL functions) again', async () => {
-    const migration = new FileCheckpoints1764547200000();
+    // The file_checkpoints migrations in order: the table, then its upgrade to long URLs.
+    const created = new FileCheckpoints1764547200000();
+    const upgraded = new LongFileUrls1764720000000();
+    const migration = {
+      up: async (runner: QueryRunner) => {
+        await created.up(runner);
+        await upgraded.up(runner);
+      },
+      down: async (runner: QueryRunner) => {
+        await upgraded.down(runner);
+        await created.down(runner);
+      },
+    };
     const runner = ds.createQueryRunner();
     try {
       await new CheckpointManager(ds).register([{ fileUrl: 'kept.csv', fileType: 't', fileTimestamp: new Date(5) }]);
@@ -70,7 +83,65 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     }
   });
 
+  it('upgrades an existing table to long URLs, rows kept, and back', async () => {
+    const upgraded = new LongFileUrls1764720000000();
+    const runner = ds.createQueryRunner();
+    const manager = new CheckpointManager(ds);
+    try {
+      await upgraded.down(runner);
+      expect((await runner.getTable('file_checkpoints'))!.findColumnByName('url_hash')).to.equal(undefined);
+      await ds.query(
+        sql("INSERT INTO file_checkpoints (file_url, file_type, file_timestamp, status, created_at) VALUES (?, 't', 5, 'pending', 1), (?, 't', 6, 'failed', 2)"),
+        ['old/é.csv', 'old/failed.csv'],
+      );
+      await upgraded.up(runner);
+      await upgraded.up(runner);
+      expect(await fileCheckpointDiff(ds)).to.deep.equal([]);
+      const kept = (await manager.get('old/é.csv'))!;
+      expect(kept).to.include({ status: 'pending', fileType: 't' });
+      expect(kept.createdAt.getTime()).to.equal(1);
+      expect(await manager.requeue('old/failed.csv')).to.equal(true);
+      expect((await manager.claimNext(10, { fileType: 't' })).map((f) => f.fileUrl)).to.deep.equal(['old/é.csv', 'old/failed.csv']);
+      for (const url of ['old/é.csv', 'old/failed.csv']) await manager.completeFile(url, { totalRows: 1, filteredRows: 0, persistedRows: 1, durationMs: 0 });
+      expect(await manager.isProcessed('old/é.csv')).to.equal(true);
+      await ds.query(sql('DELETE FROM file_checkpoints WHERE file_type = ?'), ['t']);
+    } finally {
+      await runner.release();
+    }
+    // The SQL functions on PostgreSQL are the upgraded ones again.
+    if (DRIVER === 'postgres') expect(await claimFunctions(ds)).to.deep.equal(FUNCTIONS);
+  });
+
+  it('URLs of 2,048 and 4,096 characters, multibyte ones too, are files like any other', async () => {
+    const manager = new CheckpointManager(ds, { maxRetries: 0 });
+    const long = [`s3://bucket/${'k'.repeat(2036)}`, `s3://bucket/${'日本語'.repeat(1361)}`, `s3://${'🚀'.repeat(2043)}`, 'x'.repeat(4096)];
+    // Two URLs that differ only in their last character stay two files.
+    long.push(`${long[1].slice(0, -1)}x`);
+    expect(await manager.register(long.map((fileUrl) => ({ fileUrl, fileType: 'long-url', fileTimestamp: new Date(3) })))).to.equal(long.length);
+    const claimed = await manager.claimNext(10, { fileType: 'long-url' });
+    expect(claimed.map((f) => f.fileUrl).sort()).to.deep.equal([...long].sort());
+    await manager.heartbeat(long[1]);
+    await manager.failFile(long[2], 'bad');
+    expect(await manager.requeue(long[2])).to.equal(true);
+    expect(await manager.claimFile(long[2], 'long-url', new Date(3))).to.equal(true);
+    for (const url of long) await manager.completeFile(url, { totalRows: 2, filteredRows: 0, persistedRows: 2, durationMs: 1 });
+    for (const url of long) expect(await manager.get(url)).to.include({ fileUrl: url, status: 'completed', recordsTotal: 2 });
+    expect(await manager.get(`${long[1].slice(0, -1)}y`)).to.equal(null);
+    const work = [`s3://work/${'k'.repeat(2040)}`, `s3://work/${'日本語'.repeat(1360)}`, `s3://work/${'🚀'.repeat(2000)}`, `s3://work/${'ü'.repeat(4000)}`];
+    await manager.register(work.map((fileUrl) => ({ fileUrl, fileType: 'long-url-work', fileTimestamp: new Date(3) })));
+    const worker = manager.work(() => ({ totalRows: 1, filteredRows: 0, persistedRows: 1 }), { fileType: 'long-url-work', drain: true, commitEvery: 3 });
+    expect((await worker.done).processed).to.equal(work.length);
+    expect(await count(ds, sql("SELECT COUNT(*) FROM file_checkpoints WHERE file_type = 'long-url-work' AND status = 'completed'"))).to.equal(work.length);
+  });
+
   if (DRIVER === 'postgres') {
+    it('the SQL functions take long multibyte URLs', async () => {
+      const url = `s3://functions/${'日本語'.repeat(1300)}`;
+      expect(await ds.query('SELECT claim_file_token($1, $2, $3, $4) AS token', [url, 'fn-long', new Date(0), 'py'])).to.deep.equal([{ token: '1' }]);
+      expect(await ds.query('SELECT complete_file($1, 1::bigint, 1, 0, 1, 2) AS done', [url])).to.deep.equal([{ done: true }]);
+      expect(await new CheckpointManager(ds).get(url)).to.include({ status: 'completed', processingTimeMs: 2 });
+    });
+
     describe('SQL functions for workers in other languages', function () {
       const scalar = async (text: string, parameters: unknown[]): Promise<unknown> =>
         Object.values(((await ds.query(text, parameters)) as Record<string, unknown>[])[0])[0];

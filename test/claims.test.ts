@@ -457,7 +457,7 @@ describe(`CheckpointManager (${DRIVER})`, function () {
       const bad: [string, () => Promise<unknown>][] = [
         ['non-string url', () => m().claimFile(42 as unknown as string, 't', TS)],
         ['empty url', () => m().claimFile('', 't', TS)],
-        ['url over 768 characters', () => m().claimFile('u'.repeat(769), 't', TS)],
+        ['url over 4,096 characters', () => m().claimFile('u'.repeat(4097), 't', TS)],
         ['non-string type', () => m().claimFile('u', null as unknown as string, TS)],
         ['invalid Date', () => m().claimFile('u', 't', new Date(Number.NaN))],
         ['string timestamp', () => m().claimFile('u', 't', '2024-01-01' as unknown as Date)],

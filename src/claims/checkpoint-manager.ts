@@ -15,6 +15,7 @@ import {
 import { type Claimant, claimLost, type ClaimStore, type ClaimSummary, type FileRef, type ProcessingStats } from './claim-store';
 import { DatabaseClaimStore } from './database-claim-store';
 import { memoryClaimStore } from './memory-claim-store';
+import { type FileHandler, type HandlerStats, startWorker, type Worker, type WorkOptions } from './worker';
 
 /** Where claims live: a `Db`, a getter for one, or `null` for the process-wide in-memory store. */
 export type ClaimDb = Db | (() => Db | null) | null;
@@ -28,8 +29,7 @@ export interface CheckpointManagerOptions {
   leaseMs?: number;
 }
 
-/** What a `processFile` handler returns; without `durationMs` the measured duration is stored. */
-export type HandlerStats = Omit<ProcessingStats, 'durationMs'> & { durationMs?: number };
+export type { HandlerStats } from './worker';
 
 export type ProcessFileResult = { claimed: true; stats: ProcessingStats } | { claimed: false; stats: null };
 
@@ -219,6 +219,15 @@ export class CheckpointManager {
   async requeue(fileUrl: string): Promise<boolean> {
     checkFileUrl(fileUrl);
     return this.resolve().store.requeue(fileUrl, Date.now());
+  }
+
+  /**
+   * Runs `handler` for every claimable file until stopped (or, with `drain`, until none is left):
+   * claims in batches, heartbeats every held file, commits one file (or `commitEvery` files) per
+   * transaction, and on `stop()` finishes the files in flight and gives the unstarted ones back.
+   */
+  work(handler: FileHandler, options: WorkOptions = {}): Worker {
+    return startWorker({ claimant: this.claimant, store: () => this.resolve().store }, handler, options);
   }
 
   async summary(): Promise<ClaimSummary> {

@@ -1,8 +1,8 @@
 import { InvalidArgumentError } from '../core/errors';
 import type { FileRef, ProcessingStats } from './claim-store';
 
-// The column sizes of file_checkpoints; 768 characters is the longest key MySQL can index.
-const MAX_URL_LENGTH = 768;
+// The column sizes of file_checkpoints (the URL is not itself a key: rows are keyed by its hash).
+const MAX_URL_LENGTH = 4096;
 const MAX_NAME_LENGTH = 255;
 const MAX_INTEGER_COLUMN = 2_147_483_647;
 

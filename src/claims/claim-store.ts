@@ -30,6 +30,17 @@ export interface ClaimSummary {
   processingTimeMs: number;
 }
 
+/** A claim a worker holds: the file and the token its claim returned. */
+export interface HeldClaim {
+  fileUrl: string;
+  token: number;
+}
+
+/** A wake-up subscription (PostgreSQL LISTEN, or the in-memory store's own events). */
+export interface Subscription {
+  close(): Promise<void>;
+}
+
 /** Who claims, and on what terms: `maxRetries` only matters for rows this claim creates. */
 export interface Claimant {
   workerId: string;
@@ -57,7 +68,26 @@ export interface ClaimStore {
     token: number,
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats>,
   ): Promise<ProcessingStats>;
+  /**
+   * Runs `work` for several claimed files in one transaction and completes them all with one fenced
+   * statement before its one commit; throws CLAIM_LOST, keeping none of work's writes, when any of
+   * the claims is no longer current. `work` returns one stats per file, in order.
+   */
+  completeAll(
+    files: HeldClaim[],
+    work: (tx: EntityManager | undefined) => Promise<ProcessingStats[]>,
+  ): Promise<ProcessingStats[]>;
   fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean>;
+  /**
+   * Gives claimed but unstarted files back: `pending` again with the attempt count they had before
+   * the claim (a pending row's next claim counts no attempt), their tokens fenced off. Returns how many.
+   */
+  release(files: HeldClaim[]): Promise<number>;
+  /**
+   * Calls `wake` whenever files may have become claimable (registered or requeued elsewhere), until
+   * closed; `onError` hears a lost subscription (it is re-established). Undefined: workers only poll.
+   */
+  subscribe?(wake: () => void, onError: (error: unknown) => void): Subscription | undefined;
   heartbeat(fileUrl: string, token: number, leaseExpiresAt: number): Promise<boolean>;
   isCompleted(fileUrl: string): Promise<boolean>;
   get(fileUrl: string, now: number): Promise<FileCheckpoint | null>;

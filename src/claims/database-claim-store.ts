@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint, FileStatus } from '../../entities/FileCheckpoint';
 import { ownStatementError } from '../core/database-errors';
@@ -11,25 +12,35 @@ import {
   type ClaimStore,
   type ClaimSummary,
   type FileRef,
+  type HeldClaim,
   LEASE_EXPIRED,
   type ProcessingStats,
+  type Subscription,
 } from './claim-store';
 
 const TABLE = 'file_checkpoints';
+/** The channel `register` and `requeue` notify and idle workers listen on (where the dialect can). */
+export const WAKE_CHANNEL = 'typeorm_checkpoint_files';
 // Bounds the placeholders per statement well below every driver's limit (SQLite's is the lowest).
 const ROWS_PER_STATEMENT = 50;
 const URLS_PER_STATEMENT = 500;
 const REGISTER_COLUMNS = [
-  'file_url', 'file_type', 'file_timestamp', 'status', 'records_total', 'records_filtered', 'records_persisted',
+  'url_hash', 'file_url', 'file_type', 'file_timestamp', 'status', 'records_total', 'records_filtered', 'records_persisted',
   'processing_time_ms', 'retry_count', 'max_retries', 'claim_token', 'created_at',
 ];
 const CLAIM_COLUMNS = [...REGISTER_COLUMNS, 'processed_by', 'started_at', 'lease_expires_at'];
+
+/** The row key: SHA-256 of the URL's UTF-8 bytes in lowercase hex (the migration's and SQL functions' too). */
+export function urlHash(fileUrl: string): string {
+  return createHash('sha256').update(fileUrl, 'utf8').digest('hex');
+}
 
 /** The store's statement texts, built once per dialect (they depend on nothing else). */
 const statementsByDialect = new WeakMap<Dialect, Map<string, string>>();
 
 /** A `file_checkpoints` row as the drivers return it (pg: int8 as strings). */
 interface FileRow {
+  url_hash: string;
   file_url: string;
   file_type: string;
   file_timestamp: number | string;
@@ -175,8 +186,8 @@ export class DatabaseClaimStore implements ClaimStore {
   private async readRow(tx: EntityManager, fileUrl: string): Promise<FileRow | undefined> {
     const rows = await run<FileRow[]>(
       tx,
-      this.sql(`SELECT * FROM ${this.table} WHERE ${this.dialect.quote('file_url')} = ?`),
-      [fileUrl],
+      this.sql(`SELECT * FROM ${this.table} WHERE ${this.byUrl()}`),
+      [urlHash(fileUrl), fileUrl],
       `reading "${fileUrl}"`,
     );
     return rows[0];
@@ -189,38 +200,38 @@ export class DatabaseClaimStore implements ClaimStore {
   private async expireLastAttempts(tx: EntityManager, now: number, fileUrl?: string): Promise<void> {
     const q = (column: string) => this.dialect.quote(column);
     const expired = `${q('status')} = 'processing' AND ${q('lease_expires_at')} <= ? AND ${q('retry_count')} >= ${q('max_retries')}`;
-    const expire = (urls: string[]) =>
+    const expire = (hashes: string[]) =>
       run(
         tx,
         this.sql(
           `UPDATE ${this.table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
-            `WHERE ${q('file_url')} IN (${urls.map(() => '?').join(', ')}) AND ${expired}`,
+            `WHERE ${q('url_hash')} IN (${hashes.map(() => '?').join(', ')}) AND ${expired}`,
         ),
-        [LEASE_EXPIRED, ...urls, now],
+        [LEASE_EXPIRED, ...hashes, now],
         'expiring leases',
       );
     if (fileUrl !== undefined) {
-      await expire([fileUrl]);
+      await expire([urlHash(fileUrl)]);
       return;
     }
     // Find them with a plain read, then update by key (the condition checked again): an UPDATE
     // that scans by status locks rows in index order, against completions' key order (MySQL deadlocks).
-    const lock = this.dialect.lockRow(TABLE, 'file_url');
+    const lock = this.dialect.lockRow(TABLE, 'url_hash');
     if (lock.before) await run(tx, lock.before, [''], 'expiring leases');
-    const rows = await run<{ file_url: string }[]>(
+    const rows = await run<{ url_hash: string }[]>(
       tx,
-      this.sql(`SELECT ${q('file_url')} FROM ${this.table} WHERE ${expired}`),
+      this.sql(`SELECT ${q('url_hash')} FROM ${this.table} WHERE ${expired}`),
       [now],
       'expiring leases',
     );
-    const urls = rows.map((row) => row.file_url);
-    for (let i = 0; i < urls.length; i += URLS_PER_STATEMENT) await expire(urls.slice(i, i + URLS_PER_STATEMENT));
+    const hashes = rows.map((row) => row.url_hash);
+    for (let i = 0; i < hashes.length; i += URLS_PER_STATEMENT) await expire(hashes.slice(i, i + URLS_PER_STATEMENT));
   }
 
   async claim(file: FileRef, claimant: Claimant, now: number): Promise<number | null> {
     const d = this.dialect;
     const parameters = [
-      file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'processing', 0, 0, 0, 0, 0, claimant.maxRetries, 1, now,
+      urlHash(file.fileUrl), file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'processing', 0, 0, 0, 0, 0, claimant.maxRetries, 1, now,
       claimant.workerId, now, now + claimant.leaseMs,
     ];
     if (d.supportsReturning) {
@@ -234,13 +245,14 @@ export class DatabaseClaimStore implements ClaimStore {
         const set = (assignments: [string, string][]) => assignments.map(([column, value]) => `${d.quote(column)} = ${value}`).join(', ');
         const claimByKey = set(this.claimAssignments(at('processed_by'), at('started_at'), at('lease_expires_at')));
         const claimOnConflict = set(this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')));
-        const byKey = `${this.existing('file_url')} = ${at('file_url')}`;
+        const byKey = `${this.existing('url_hash')} = ${at('url_hash')} AND ${this.existing('file_url')} = ${at('file_url')}`;
         return (
           `WITH updated AS (UPDATE ${this.table} SET ${claimByKey} WHERE ${byKey} AND ${this.claimable(at('started_at'))} ` +
             `RETURNING ${this.existing('claim_token')}), ` +
             `inserted AS (INSERT INTO ${this.table} (${CLAIM_COLUMNS.map((column) => d.quote(column)).join(', ')}) ` +
             `SELECT ${CLAIM_COLUMNS.map((_, i) => d.placeholder(i + 1)).join(', ')} WHERE NOT EXISTS (SELECT 1 FROM ${this.table} WHERE ${byKey}) ` +
-            `ON CONFLICT (${d.quote('file_url')}) DO UPDATE SET ${claimOnConflict} WHERE ${this.claimable(d.proposed('started_at'))} ` +
+            `ON CONFLICT (${d.quote('url_hash')}) DO UPDATE SET ${claimOnConflict} ` +
+            `WHERE ${this.existing('file_url')} = ${d.proposed('file_url')} AND ${this.claimable(d.proposed('started_at'))} ` +
             `RETURNING ${this.existing('claim_token')}) ` +
             `SELECT ${d.quote('claim_token')} FROM updated UNION ALL SELECT ${d.quote('claim_token')} FROM inserted`
         );
@@ -261,10 +273,10 @@ export class DatabaseClaimStore implements ClaimStore {
             tx.queryRunner!,
             TABLE,
             CLAIM_COLUMNS,
-            'file_url',
+            'url_hash',
             this.claimAssignments(d.proposed('processed_by'), d.proposed('started_at'), d.proposed('lease_expires_at')),
             // The proposed row's started_at is `now`: the condition needs no placeholder of its own.
-            this.claimable(d.proposed('started_at')),
+            `${this.existing('file_url')} = ${d.proposed('file_url')} AND ${this.claimable(d.proposed('started_at'))}`,
             parameters,
           );
         } catch (error) {
@@ -288,9 +300,9 @@ export class DatabaseClaimStore implements ClaimStore {
           .map(([column, value]) => `${q(column)} = ${value}`)
           .join(', ');
         return this.sql(
-          `WITH picked AS (SELECT ${q('file_url')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
+          `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
             `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
-            `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('file_url')} = picked.${q('file_url')} ` +
+            `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('url_hash')} = picked.${q('url_hash')} ` +
             `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${q('created_at')}, ${q('file_url')}`,
         );
       };
@@ -307,40 +319,40 @@ export class DatabaseClaimStore implements ClaimStore {
         await this.expireLastAttempts(tx, now);
         // The picked rows stay locked until commit (SKIP LOCKED row locks; SQLite's write lock,
         // taken above), so the update below changes exactly them and no other worker can.
-        const picked = await run<{ file_url: string }[]>(
+        const picked = await run<{ url_hash: string }[]>(
           tx,
           this.sql(
-            `SELECT ${q('file_url')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
+            `SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
               `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}`,
           ),
           fileType === undefined ? [now, limit] : [now, fileType, limit],
           'picking the next files',
         );
-        const urls = picked.map((row) => row.file_url);
+        const hashes = picked.map((row) => row.url_hash);
         const assignments = this.claimAssignments('?', '?', '?')
           .map(([column, value]) => `${q(column)} = ${value}`)
           .join(', ');
         const rows: FileRow[] = [];
-        for (let i = 0; i < urls.length; i += URLS_PER_STATEMENT) {
-          const chunk = urls.slice(i, i + URLS_PER_STATEMENT);
+        for (let i = 0; i < hashes.length; i += URLS_PER_STATEMENT) {
+          const chunk = hashes.slice(i, i + URLS_PER_STATEMENT);
           const marks = chunk.map(() => '?').join(', ');
           await run(
             tx,
-            this.sql(`UPDATE ${this.table} SET ${assignments} WHERE ${q('file_url')} IN (${marks})`),
+            this.sql(`UPDATE ${this.table} SET ${assignments} WHERE ${q('url_hash')} IN (${marks})`),
             [claimant.workerId, now, now + claimant.leaseMs, ...chunk],
             'claiming the next files',
           );
           rows.push(
             ...(await run<FileRow[]>(
               tx,
-              this.sql(`SELECT * FROM ${this.table} WHERE ${q('file_url')} IN (${marks})`),
+              this.sql(`SELECT * FROM ${this.table} WHERE ${q('url_hash')} IN (${marks})`),
               chunk,
               'reading the claimed files',
             )),
           );
         }
-        const order = new Map(urls.map((url, i) => [url, i]));
-        return rows.sort((a, b) => order.get(a.file_url)! - order.get(b.file_url)!).map(toFileCheckpoint);
+        const order = new Map(hashes.map((hash, i) => [hash, i]));
+        return rows.sort((a, b) => order.get(a.url_hash)! - order.get(b.url_hash)!).map(toFileCheckpoint);
       }),
     );
   }
@@ -353,14 +365,19 @@ export class DatabaseClaimStore implements ClaimStore {
           `${q('records_persisted')} = ?, ${q('processing_time_ms')} = ?, ${q('completed_at')} = ?, ${q('lease_expires_at')} = NULL ` +
           `WHERE ${this.fenced()}`,
       );
-    const parameters = [stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, now, fileUrl, token];
+    const parameters = [stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, now, urlHash(fileUrl), fileUrl, token];
     return (await this.execute(tx, 'complete', build, parameters, `completing "${fileUrl}"`)).affected > 0;
+  }
+
+  /** A row by its URL: the key is the URL's hash, and the URL itself is compared too. */
+  private byUrl(): string {
+    return `${this.dialect.quote('url_hash')} = ? AND ${this.dialect.quote('file_url')} = ?`;
   }
 
   /** The fencing condition: the presented token is current and the file is still processing. */
   private fenced(): string {
     const q = (column: string) => this.dialect.quote(column);
-    return `${q('file_url')} = ? AND ${q('claim_token')} = ? AND ${q('status')} = 'processing'`;
+    return `${this.byUrl()} AND ${q('claim_token')} = ? AND ${q('status')} = 'processing'`;
   }
 
   async complete(fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
@@ -377,8 +394,8 @@ export class DatabaseClaimStore implements ClaimStore {
       transact(this.db, async (tx) => {
         // SQLite: take the write lock before work reads anything, so its snapshot cannot go stale.
         // Elsewhere nothing is locked until the completion, so a stalled worker blocks no takeover.
-        const lock = this.dialect.lockRow(TABLE, 'file_url');
-        if (lock.before) await run(tx, lock.before, [fileUrl], `locking "${fileUrl}"`);
+        const lock = this.dialect.lockRow(TABLE, 'url_hash');
+        if (lock.before) await run(tx, lock.before, [urlHash(fileUrl)], `locking "${fileUrl}"`);
         let stats: ProcessingStats;
         try {
           stats = await work(tx);
@@ -392,6 +409,92 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
+  /** `(url_hash = ? AND file_url = ? AND claim_token = ?) OR …` for `files` claims, with `status = 'processing'`. */
+  private fencedAll(files: number): string {
+    const q = (column: string) => this.dialect.quote(column);
+    const one = `(${this.byUrl()} AND ${q('claim_token')} = ?)`;
+    return `${q('status')} = 'processing' AND (${Array.from({ length: files }, () => one).join(' OR ')})`;
+  }
+
+  async completeAll(
+    files: HeldClaim[],
+    work: (tx: EntityManager | undefined) => Promise<ProcessingStats[]>,
+  ): Promise<ProcessingStats[]> {
+    const q = (column: string) => this.dialect.quote(column);
+    const what = `completing ${files.length} files`;
+    return this.guard(what, () =>
+      transact(this.db, async (tx) => {
+        const lock = this.dialect.lockRow(TABLE, 'url_hash');
+        if (lock.before) await run(tx, lock.before, [urlHash(files[0].fileUrl)], `locking "${files[0].fileUrl}"`);
+        let stats: ProcessingStats[];
+        try {
+          stats = await work(tx);
+        } catch (error) {
+          throw new WorkFailure(error);
+        }
+        const now = Date.now();
+        let completed = 0;
+        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+          // Each stat column is a CASE over the chunk's URLs; its ELSE keeps the column's own type,
+          // which types the bound values on PostgreSQL too.
+          const column = (name: string) =>
+            `${q(name)} = CASE ${chunk.map(() => `WHEN ${q('url_hash')} = ? THEN ?`).join(' ')} ELSE ${q(name)} END`;
+          const build = () =>
+            this.sql(
+              `UPDATE ${this.table} SET ${q('status')} = 'completed', ${column('records_total')}, ${column('records_filtered')}, ` +
+                `${column('records_persisted')}, ${column('processing_time_ms')}, ${q('completed_at')} = ?, ` +
+                `${q('lease_expires_at')} = NULL WHERE ${this.fencedAll(chunk.length)}`,
+            );
+          const hashes = chunk.map((file) => urlHash(file.fileUrl));
+          const values = (pick: (s: ProcessingStats) => number) => chunk.flatMap((_, j) => [hashes[j], pick(stats[i + j])]);
+          const parameters = [
+            ...values((s) => s.totalRows), ...values((s) => s.filteredRows), ...values((s) => s.persistedRows),
+            ...values((s) => s.durationMs), now, ...chunk.flatMap((file, j) => [hashes[j], file.fileUrl, file.token]),
+          ];
+          completed += (await this.execute(tx, `completeAll:${chunk.length}`, build, parameters, what)).affected;
+        }
+        // All or nothing: one lost claim rolls back every file's writes, and the caller runs them one by one.
+        if (completed !== files.length) throw claimLost(files.map((file) => file.fileUrl).join('", "'), 'complete');
+        return stats;
+      }),
+    );
+  }
+
+  async release(files: HeldClaim[]): Promise<number> {
+    const q = (column: string) => this.dialect.quote(column);
+    const what = `giving back ${files.length} files`;
+    return this.guard(what, () =>
+      transact(this.db, async (tx) => {
+        let released = 0;
+        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+          // retry_count stays: a pending row's next claim counts no attempt, so the count is as before this claim.
+          const build = () =>
+            this.sql(
+              `UPDATE ${this.table} SET ${q('status')} = 'pending', ${q('claim_token')} = ${q('claim_token')} + 1, ` +
+                `${q('lease_expires_at')} = NULL WHERE ${this.fencedAll(chunk.length)}`,
+            );
+          const parameters = chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token]);
+          released += (await this.execute(tx, `release:${chunk.length}`, build, parameters, what)).affected;
+        }
+        if (released > 0) await this.notify(tx);
+        return released;
+      }),
+    );
+  }
+
+  /** Wakes idle workers when `tx` commits (PostgreSQL NOTIFY is delivered on commit); nothing elsewhere. */
+  private async notify(tx: EntityManager): Promise<void> {
+    const wakeups = this.dialect.wakeups;
+    if (!wakeups) return;
+    await this.execute(tx, 'notify', () => wakeups.notify, [WAKE_CHANNEL], 'waking the workers');
+  }
+
+  subscribe(wake: () => void, onError: (error: unknown) => void): Subscription | undefined {
+    return this.dialect.wakeups?.listen(dataSourceOf(this.db), WAKE_CHANNEL, wake, onError);
+  }
+
   async fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean> {
     const q = (column: string) => this.dialect.quote(column);
     const build = () =>
@@ -401,7 +504,7 @@ export class DatabaseClaimStore implements ClaimStore {
       );
     return this.guard(`failing "${fileUrl}"`, () =>
       autocommit(this.db, async (tx) =>
-        (await this.execute(tx, 'fail', build, [errorMessage, fileUrl, token], `failing "${fileUrl}"`)).affected > 0,
+        (await this.execute(tx, 'fail', build, [errorMessage, urlHash(fileUrl), fileUrl, token], `failing "${fileUrl}"`)).affected > 0,
       ),
     );
   }
@@ -411,7 +514,7 @@ export class DatabaseClaimStore implements ClaimStore {
     const build = () => this.sql(`UPDATE ${this.table} SET ${q('lease_expires_at')} = ? WHERE ${this.fenced()}`);
     const what = `extending the lease of "${fileUrl}"`;
     return this.guard(what, () =>
-      autocommit(this.db, async (tx) => (await this.execute(tx, 'heartbeat', build, [leaseExpiresAt, fileUrl, token], what)).affected > 0),
+      autocommit(this.db, async (tx) => (await this.execute(tx, 'heartbeat', build, [leaseExpiresAt, urlHash(fileUrl), fileUrl, token], what)).affected > 0),
     );
   }
 
@@ -438,14 +541,15 @@ export class DatabaseClaimStore implements ClaimStore {
         for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
           const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
           const parameters = chunk.flatMap((file) => [
-            file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
+            urlHash(file.fileUrl), file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
           ]);
           try {
-            inserted += await this.dialect.insertMissingRows(tx.queryRunner!, TABLE, REGISTER_COLUMNS, ['file_url'], parameters, chunk.length);
+            inserted += await this.dialect.insertMissingRows(tx.queryRunner!, TABLE, REGISTER_COLUMNS, ['url_hash'], parameters, chunk.length);
           } catch (error) {
             throw ownStatementError(error, 'registering files');
           }
         }
+        if (inserted > 0) await this.notify(tx);
         return inserted;
       }),
     );
@@ -475,9 +579,10 @@ export class DatabaseClaimStore implements ClaimStore {
         const build = () =>
           this.sql(
             `UPDATE ${this.table} SET ${q('status')} = 'pending', ${q('retry_count')} = 0, ${q('error_message')} = NULL, ` +
-              `${q('lease_expires_at')} = NULL WHERE ${q('file_url')} = ? AND ${q('status')} = 'failed'`,
+              `${q('lease_expires_at')} = NULL WHERE ${this.byUrl()} AND ${q('status')} = 'failed'`,
           );
-        const { affected } = await this.execute(tx, 'requeue', build, [fileUrl], `requeueing "${fileUrl}"`);
+        const { affected } = await this.execute(tx, 'requeue', build, [urlHash(fileUrl), fileUrl], `requeueing "${fileUrl}"`);
+        if (affected > 0) await this.notify(tx);
         return affected > 0;
       }),
     );

@@ -5,8 +5,10 @@ import {
   type ClaimStore,
   type ClaimSummary,
   type FileRef,
+  type HeldClaim,
   LEASE_EXPIRED,
   type ProcessingStats,
+  type Subscription,
 } from './claim-store';
 
 /** A `file_checkpoints` row held in memory; times in epoch milliseconds, as in the table. */
@@ -96,6 +98,12 @@ function compareQueueOrder(a: MemoryRow, b: MemoryRow): number {
  */
 class MemoryClaimStore implements ClaimStore {
   private readonly rows = new Map<string, MemoryRow>();
+  /** The in-process counterpart of PostgreSQL's NOTIFY: idle workers of this store wake at once. */
+  private readonly wakers = new Set<() => void>();
+
+  private wakeAll(): void {
+    for (const wake of this.wakers) wake();
+  }
 
   private current(fileUrl: string, token: number): MemoryRow | undefined {
     const row = this.rows.get(fileUrl);
@@ -161,6 +169,39 @@ class MemoryClaimStore implements ClaimStore {
     return stats;
   }
 
+  async completeAll(files: HeldClaim[], work: (tx: undefined) => Promise<ProcessingStats[]>): Promise<ProcessingStats[]> {
+    const stats = await work(undefined);
+    const lost = files.find((file) => !this.current(file.fileUrl, file.token));
+    if (lost) throw claimLost(lost.fileUrl, 'complete');
+    const now = Date.now();
+    for (const [i, file] of files.entries()) await this.complete(file.fileUrl, file.token, stats[i], now);
+    return stats;
+  }
+
+  async release(files: HeldClaim[]): Promise<number> {
+    let released = 0;
+    for (const file of files) {
+      const row = this.current(file.fileUrl, file.token);
+      if (!row) continue;
+      // retryCount stays: a pending row's next claim counts no attempt, so the count is as before this claim.
+      row.status = 'pending';
+      row.claimToken += 1;
+      row.leaseExpiresAt = null;
+      released += 1;
+    }
+    if (released > 0) this.wakeAll();
+    return released;
+  }
+
+  subscribe(wake: () => void): Subscription {
+    this.wakers.add(wake);
+    return {
+      close: async () => {
+        this.wakers.delete(wake);
+      },
+    };
+  }
+
   async fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean> {
     const row = this.current(fileUrl, token);
     if (!row) return false;
@@ -195,6 +236,7 @@ class MemoryClaimStore implements ClaimStore {
       this.rows.set(file.fileUrl, newRow(file.fileUrl, file.fileType, file.fileTimestamp, maxRetries, now));
       inserted += 1;
     }
+    if (inserted > 0) this.wakeAll();
     return inserted;
   }
 
@@ -215,6 +257,7 @@ class MemoryClaimStore implements ClaimStore {
     row.retryCount = 0;
     row.errorMessage = null;
     row.leaseExpiresAt = null;
+    this.wakeAll();
     return true;
   }
 

@@ -150,6 +150,17 @@ export interface Dialect {
    */
   exactTextCollation(runner: QueryRunner): Promise<string | undefined>;
   /**
+   * Wake-ups between processes (PostgreSQL LISTEN/NOTIFY); undefined where workers only poll.
+   * `notify` is a statement taking the channel as its one parameter, run inside the transaction
+   * whose commit should wake listeners; `listen` keeps one dedicated connection listening on
+   * `channel` until closed, re-establishing it when lost (reported to `onError`, then `wake` is
+   * called, since notifications may have been missed meanwhile).
+   */
+  readonly wakeups?: {
+    readonly notify: string;
+    listen(dataSource: DataSource, channel: string, wake: () => void, onError: (error: unknown) => void): { close(): Promise<void> };
+  };
+  /**
    * Makes an initialized DataSource safe for the library to use; called once per DataSource before
    * its first transaction. Returns false when it could not (not initialized yet), to be asked again.
    */

@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { ColumnInfo, Dialect } from './dialect';
 import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
+import { listenOnPostgres } from './pg-listen';
 import { integerRange, type RecordColumn } from './record-columns';
 import { affectedRows, defaultCollationIsExact, doubleQuote, onConflictDoNothing, onConflictRecords, onConflictUpdateWhere, questionMarks } from './shared-sql';
 
@@ -65,6 +66,7 @@ export const postgres: Dialect = {
     }
     return true;
   },
+  wakeups: { notify: 'SELECT pg_notify($1, \'\')', listen: listenOnPostgres },
   supportsSkipLocked: true,
   singleConnection: false,
   quote: doubleQuote,

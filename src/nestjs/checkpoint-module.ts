@@ -1,4 +1,5 @@
 import { type DynamicModule, Module, type ModuleMetadata, type Provider } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService, Reflector } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { checkpointEntities } from '../../entities';
@@ -13,6 +14,7 @@ import {
 } from './checkpoint-module-options';
 import { CheckpointService } from './checkpoint-service';
 import { getCheckpointServiceToken } from './checkpoint-service-token';
+import { FileProcessorHost } from './file-processor-host';
 
 /**
  * Registers the checkpoint entities on a `TypeOrmModule` data source and provides
@@ -46,13 +48,20 @@ export class CheckpointModule {
     return {
       module: CheckpointModule,
       global: scope.isGlobal === true,
-      imports: [...imports, entities],
+      imports: [...imports, entities, DiscoveryModule],
       providers: [
         ...providers,
         {
           provide: token,
           useFactory: (dataSource: DataSource, serviceOptions: CheckpointServiceOptions) => new CheckpointService(dataSource, serviceOptions),
           inject: [getDataSourceToken(scope.dataSource), CHECKPOINT_SERVICE_OPTIONS],
+        },
+        {
+          // Runs the application's @FileProcessor providers (their lifecycle follows the application's).
+          provide: FileProcessorHost,
+          useFactory: (discovery: DiscoveryService, reflector: Reflector, service: CheckpointService) =>
+            new FileProcessorHost(discovery, reflector, service, scope.dataSource),
+          inject: [DiscoveryService, Reflector, token],
         },
       ],
       exports: [token, entities],

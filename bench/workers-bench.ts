@@ -1,0 +1,172 @@
+// manager.work() by 8 worker processes on PostgreSQL against graphile-worker and pg-boss doing the
+// same database work (one row per file, inserted by the handler), the README's hand-written loop,
+// and the wake-up latency of an idle worker (register → handler start, LISTEN/NOTIFY).
+import { performance } from 'node:perf_hooks';
+import { makeWorkerUtils, runMigrations } from 'graphile-worker';
+import PgBoss from 'pg-boss';
+import type { DataSource } from 'typeorm';
+import { CheckpointManager } from '../src';
+import { startChild } from '../test/support/child';
+import { createBenchDatabase } from './bench-database';
+import { type BenchResult, result } from './bench-result';
+import { checkExactlyOnce, okIndexes, type Pool, workerPool } from './claims-bench';
+import { median } from './timing';
+import { FILE_TIMESTAMP, FILE_TYPE, fileUrl } from './workers/worker-protocol';
+
+export interface WorkersBenchOptions {
+  files: number;
+  workers: number;
+  warmups: number;
+  repeats: number;
+  /** Wake-up samples (each a register and a handler start). */
+  wakeups: number;
+  log: (line: string) => void;
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+export async function workersBench(options: WorkersBenchOptions): Promise<BenchResult[]> {
+  const { files, workers, log } = options;
+  const database = await createBenchDatabase('postgres', 'workers');
+  const pools: Pool[] = [];
+  const rounds = options.warmups + options.repeats;
+  try {
+    const dataSource: DataSource = await database.open();
+    await dataSource.query('CREATE TABLE bench_rows (file_index integer NOT NULL, worker varchar(255) NOT NULL)');
+    const registrar = new CheckpointManager(dataSource);
+    const fileRefs = Array.from({ length: files }, (_, i) => ({ fileUrl: fileUrl(i), fileType: FILE_TYPE, fileTimestamp: FILE_TIMESTAMP }));
+
+    /** Rows written in the round: one per file, or the round does not count. */
+    const checkRows = async (label: string) => {
+      const [row] = (await dataSource.query('SELECT COUNT(*) AS n, COUNT(DISTINCT file_index) AS d FROM bench_rows')) as { n: string; d: string }[];
+      if (Number(row.n) !== files || Number(row.d) !== files) throw new Error(`${label}: ${row.n} rows for ${row.d} of ${files} files`);
+    };
+    const prepareLibrary = async () => {
+      await dataSource.query('TRUNCATE bench_rows');
+      await dataSource.query('DELETE FROM file_checkpoints');
+      await registrar.register(fileRefs);
+      await dataSource.query('VACUUM ANALYZE file_checkpoints');
+    };
+
+    /** A timed round of a go/done pool: files per second, after checking every file ran once. */
+    const goRound = async (label: string, pool: Pool, prepare: () => Promise<void>) => {
+      await prepare();
+      let started = 0;
+      const indexes = await pool.round(async () => {
+        started = performance.now();
+        for (const child of pool.children) child.send('go');
+      });
+      const rate = files / ((performance.now() - started) / 1000);
+      checkExactlyOnce(label, indexes, files);
+      await checkRows(label);
+      return rate;
+    };
+    const startPool = async (label: string, script: string, args: (w: number) => string[]) => {
+      log(`  ${label}: starting ${workers} workers…`);
+      const pool = await workerPool(script, args, workers, false);
+      pools.push(pool);
+      return pool;
+    };
+    /** Median rate of the timed rounds of `script` workers, run alone. */
+    const goRounds = async (label: string, script: string, args: (w: number) => string[], prepare: () => Promise<void>) => {
+      const pool = await startPool(label, script, args);
+      const rates: number[] = [];
+      for (let round = 0; round < rounds; round++) {
+        const rate = await goRound(label, pool, prepare);
+        if (round >= options.warmups) rates.push(rate);
+      }
+      await pool.close();
+      return median(rates);
+    };
+
+    // The library's three loops run their rounds in turn, so load that drifts during the run
+    // (a shared machine) weighs on each alike.
+    const modes = ['work', 'work-chunk', 'hand-loop'];
+    const libraryPools = [];
+    for (const mode of modes) libraryPools.push(await startPool(mode, 'bench/workers/work-worker.ts', (w) => [mode, database.url, String(w)]));
+    const libraryRates: number[][] = modes.map(() => []);
+    for (let round = 0; round < rounds; round++) {
+      for (const [m, mode] of modes.entries()) {
+        const rate = await goRound(mode, libraryPools[m], prepareLibrary);
+        if (round >= options.warmups) libraryRates[m].push(rate);
+      }
+    }
+    for (const pool of libraryPools) await pool.close();
+    const [workDefault, workChunk, handLoop] = libraryRates.map(median);
+
+    // graphile-worker: continuous workers; a round starts when its jobs are committed.
+    log('  graphile-worker: migrating…');
+    await runMigrations({ connectionString: database.url, logger: undefined });
+    const utils = await makeWorkerUtils({ connectionString: database.url });
+    log(`  graphile-worker (task inserts the row): starting ${workers} workers…`);
+    const graphilePool = await workerPool('bench/workers/graphile-insert-worker.ts', (w) => [database.url, String(w)], workers, true);
+    pools.push(graphilePool);
+    const graphileRates: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      await dataSource.query('TRUNCATE bench_rows');
+      const marks = graphilePool.children.map((child) => child.lines.length);
+      await utils.addJobs(Array.from({ length: files }, (_, i) => ({ identifier: 'bench', payload: { i } })));
+      const started = performance.now();
+      const processed = () => graphilePool.children.reduce((sum, child, w) => sum + okIndexes(child.lines, marks[w]).length, 0);
+      while (processed() < files) await new Promise((resolve) => setTimeout(resolve, 5));
+      const rate = files / ((performance.now() - started) / 1000);
+      checkExactlyOnce('graphile-worker', graphilePool.children.flatMap((child, w) => okIndexes(child.lines, marks[w])), files);
+      await checkRows('graphile-worker');
+      if (round >= options.warmups) graphileRates.push(rate);
+    }
+    await graphilePool.close();
+    await utils.release();
+    const graphile = median(graphileRates);
+
+    // pg-boss 10, batch 10: one timed round after the warm-up (it fetches slowly from a large queue).
+    log('  pg-boss: migrating…');
+    const boss = new PgBoss({ connectionString: database.url, supervise: false, schedule: false });
+    boss.on('error', (error) => log(String(error)));
+    await boss.start();
+    await boss.createQueue('bench');
+    const pgBoss = await goRounds('pg-boss batch 10', 'bench/workers/pg-boss-insert-worker.ts', (w) => [database.url, String(w)], async () => {
+      await dataSource.query('TRUNCATE bench_rows');
+      await boss.insert(Array.from({ length: files }, (_, i) => ({ name: 'bench', data: { i } })));
+    });
+    await boss.stop({ graceful: false, wait: true });
+
+    // Wake-up latency: one idle worker (pollMs 5000), files registered one at a time.
+    log(`  wake-up latency, ${options.wakeups} samples…`);
+    await dataSource.query('DELETE FROM file_checkpoints');
+    const waker = startChild('bench/workers/work-worker.ts', ['wake', database.url, '0']);
+    const latencies: number[] = [];
+    try {
+      await waker.waitForLine((line) => line === 'ready');
+      // Let the worker's first (empty) claim and its LISTEN settle, so every sample starts idle.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      for (let i = 0; i < options.wakeups; i++) {
+        const sent = performance.timeOrigin + performance.now();
+        await registrar.register([{ fileUrl: fileUrl(files + i), fileType: FILE_TYPE, fileTimestamp: FILE_TIMESTAMP }]);
+        const line = await waker.waitForLine((text) => text.startsWith(`start ${files + i} `));
+        latencies.push(Number(line.split(' ')[2]) - sent);
+        // The worker claims again after each file: wait until it is idle again before the next sample.
+        await new Promise((resolve) => setTimeout(resolve, 30));
+      }
+    } finally {
+      waker.send('exit');
+      await waker.exited;
+    }
+
+    const label = `${files.toLocaleString('en-US')} files, ${workers} workers, one row per file, 0 duplicates [postgres]`;
+    return [
+      result(`work() defaults vs graphile-worker 0.17 (local queue 10, task inserts the row), ${label}`, workDefault, 'files/s', graphile, workDefault / graphile, { min: 1 }),
+      result(`work() defaults vs pg-boss 10 (batch 10, handler inserts the row), ${label}`, workDefault, 'files/s', pgBoss, workDefault / pgBoss, { min: 1 }),
+      result(`work({ commitEvery: 10 }) vs graphile-worker 0.17 (same), ${label}`, workChunk, 'files/s', graphile, workChunk / graphile, { min: 2 }),
+      result(`work({ commitEvery: 10 }) vs pg-boss 10 (same), ${label}`, workChunk, 'files/s', pgBoss, workChunk / pgBoss, { min: 2 }),
+      result(`work() defaults vs the hand-written loop (claimNext(10) + processFile), ${label}`, workDefault, 'files/s', handLoop, workDefault / handLoop, { min: 1 }),
+      result(`wake-up latency p50, register → handler start, idle worker with pollMs 5000 [postgres]`, percentile(latencies, 50), 'ms', null, null, { max: 20 }, 'value'),
+      result(`wake-up latency p99, register → handler start, idle worker with pollMs 5000 [postgres]`, percentile(latencies, 99), 'ms', null, null, { max: 100 }, 'value'),
+    ];
+  } finally {
+    for (const pool of pools) for (const child of pool.children) child.process.kill('SIGKILL');
+    await database.drop();
+  }
+}

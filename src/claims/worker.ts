@@ -1,0 +1,372 @@
+import type { EntityManager } from 'typeorm';
+import type { FileCheckpoint } from '../../entities/FileCheckpoint';
+import { ClaimLostError, InvalidArgumentError } from '../core/errors';
+import { type Progress, progressSince } from '../core/progress';
+import { checkCount, checkFileType, checkStats } from './claim-arguments';
+import type { Claimant, ClaimStore, HeldClaim, ProcessingStats, Subscription } from './claim-store';
+
+/** What a handler returns; without `durationMs` the measured duration is stored. */
+export type HandlerStats = Omit<ProcessingStats, 'durationMs'> & { durationMs?: number };
+
+/** Processes one claimed file; writes through `tx` commit with the file's fenced completion. */
+export type FileHandler = (file: FileCheckpoint, tx: EntityManager | undefined) => Promise<HandlerStats> | HandlerStats;
+
+export interface WorkOptions {
+  /** Files in flight in this process (default 1). */
+  concurrency?: number;
+  /** Files claimed per claimNext (default 10). */
+  batchSize?: number;
+  /** Files committed per transaction (default 1): see "Chunked commits" in the README. */
+  commitEvery?: number;
+  /** Only files of this type. */
+  fileType?: string;
+  /** Idle poll interval (default 1000 ms), jittered by ±20 % so idle workers do not poll in step. */
+  pollMs?: number;
+  /** Stop when nothing is claimable and nothing is in flight (default false: keep polling). */
+  drain?: boolean;
+  /** Aborting it is `worker.stop()`. */
+  signal?: AbortSignal;
+  /** Hears every failure: a handler's error, a lost claim, a failing claim or heartbeat statement. */
+  onError?(error: unknown, file?: FileCheckpoint): void;
+  /** After each committed file or chunk; `items` is the files processed so far. */
+  onProgress?(progress: Progress): void;
+}
+
+export interface WorkerSummary {
+  /** Files completed by this worker. */
+  processed: number;
+  /** Failed attempts (the handler threw). */
+  failed: number;
+  /** Completions refused with CLAIM_LOST. */
+  claimLost: number;
+  elapsedMs: number;
+}
+
+export interface Worker {
+  /** Claims nothing more, finishes the files in flight, gives the unstarted ones back. */
+  stop(): Promise<WorkerSummary>;
+  /** Settles when the worker has stopped (stop(), signal or drain). */
+  readonly done: Promise<WorkerSummary>;
+  /** Handlers in flight now. */
+  readonly running: number;
+}
+
+/** What the worker needs from its manager: the store for each call and the claimant's terms. */
+export interface WorkerHost {
+  claimant: Claimant;
+  store(): ClaimStore;
+}
+
+export const DEFAULT_POLL_MS = 1000;
+const DEFAULT_BATCH_SIZE = 10;
+
+/** A file this worker holds: claimed, then waiting its turn or running. */
+interface Held extends HeldClaim {
+  file: FileCheckpoint;
+  /** Set when a heartbeat found the claim gone: a waiting file is then dropped unstarted. */
+  lost: boolean;
+}
+
+function storableMessage(message: string): string {
+  return message.replace(/\0/g, '\uFFFD');
+}
+
+function checkOptions(options: WorkOptions): Required<Pick<WorkOptions, 'concurrency' | 'batchSize' | 'commitEvery' | 'pollMs' | 'drain'>> {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('work: options must be an object.');
+  const concurrency = options.concurrency ?? 1;
+  const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
+  const commitEvery = options.commitEvery ?? 1;
+  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
+  checkCount(concurrency, 'work: concurrency', { min: 1 });
+  checkCount(batchSize, 'work: batchSize', { min: 1 });
+  checkCount(commitEvery, 'work: commitEvery', { min: 1 });
+  checkCount(pollMs, 'work: pollMs', { min: 0 });
+  if (options.fileType !== undefined) checkFileType(options.fileType);
+  if (options.drain !== undefined && typeof options.drain !== 'boolean') throw new InvalidArgumentError('work: drain must be a boolean.');
+  for (const name of ['onError', 'onProgress'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidArgumentError(`work: ${name} must be a function.`);
+  }
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+    throw new InvalidArgumentError('work: signal must be an AbortSignal.');
+  }
+  return { concurrency, batchSize, commitEvery, pollMs, drain: options.drain ?? false };
+}
+
+/**
+ * The claim loop every user would otherwise write: claim `batchSize` files, run `concurrency`
+ * tasks (one file, or a chunk of `commitEvery` files, per transaction), heartbeat every held file,
+ * sleep `pollMs` (or until a wake-up) when idle, and stop gracefully.
+ */
+export function startWorker(host: WorkerHost, handler: FileHandler, options: WorkOptions = {}): Worker {
+  if (typeof handler !== 'function') throw new InvalidArgumentError('work: handler must be a function.');
+  const settings = checkOptions(options);
+  return new FileWorker(host, handler, options, settings);
+}
+
+class FileWorker implements Worker {
+  readonly done: Promise<WorkerSummary>;
+  private readonly startedAt = Date.now();
+  private readonly summary: WorkerSummary = { processed: 0, failed: 0, claimLost: 0, elapsedMs: 0 };
+  private batches = 0;
+  private stopping = false;
+  /** Claimed, not started, in claim order. */
+  private readonly waiting: Held[] = [];
+  /** Every file held: waiting or running. */
+  private readonly held = new Map<string, Held>();
+  private readonly tasks = new Set<Promise<void>>();
+  private runningFiles = 0;
+  /** Ends the current idle wait (a wake-up, a finished task, stop()). */
+  private nudge: (() => void) | undefined;
+  /** A wake-up that came while not idle: claim again before sleeping. */
+  private woken = false;
+  private heartbeating = false;
+  /** A failed heartbeat is retried after `pollMs`, not only at the next regular beat. */
+  private heartbeatRetry: NodeJS.Timeout | undefined;
+  private ended = false;
+
+  constructor(
+    private readonly host: WorkerHost,
+    private readonly handler: FileHandler,
+    private readonly options: WorkOptions,
+    private readonly settings: ReturnType<typeof checkOptions>,
+  ) {
+    this.done = this.run();
+  }
+
+  get running(): number {
+    return this.runningFiles;
+  }
+
+  stop(): Promise<WorkerSummary> {
+    this.stopping = true;
+    this.wake();
+    return this.done;
+  }
+
+  private wake(): void {
+    this.woken = true;
+    const nudge = this.nudge;
+    this.nudge = undefined;
+    nudge?.();
+  }
+
+  private report(error: unknown, file?: FileCheckpoint): void {
+    try {
+      this.options.onError?.(error, file);
+    } catch {
+      // A throwing onError must not end the worker: the loop outlives its observers' bugs.
+    }
+  }
+
+  /** Waits until `ms` pass or something wakes the worker. */
+  private idle(ms: number): Promise<void> {
+    if (this.stopping) return Promise.resolve();
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = ms === Infinity ? undefined : setTimeout(() => this.wake(), ms);
+      this.nudge = () => {
+        if (timer) clearTimeout(timer);
+        this.woken = false;
+        resolve();
+      };
+    });
+  }
+
+  private jittered(): number {
+    return this.settings.pollMs * (0.8 + 0.4 * Math.random());
+  }
+
+  private async run(): Promise<WorkerSummary> {
+    const { signal } = this.options;
+    const onAbort = () => void this.stop();
+    if (signal?.aborted) this.stopping = true;
+    signal?.addEventListener('abort', onAbort);
+    let subscription: Subscription | undefined;
+    try {
+      subscription = this.host.store().subscribe?.(() => this.wake(), (error) => this.report(error));
+    } catch (error) {
+      this.report(error);
+    }
+    const heartbeats = setInterval(() => void this.heartbeat(), Math.max(1, Math.floor(this.host.claimant.leaseMs / 3)));
+    try {
+      await this.loop();
+    } finally {
+      this.ended = true;
+      clearInterval(heartbeats);
+      clearTimeout(this.heartbeatRetry);
+      signal?.removeEventListener('abort', onAbort);
+      await subscription?.close();
+    }
+    this.summary.elapsedMs = Date.now() - this.startedAt;
+    return { ...this.summary };
+  }
+
+  private async loop(): Promise<void> {
+    const { concurrency, commitEvery, drain } = this.settings;
+    while (!this.stopping) {
+      const full = this.tasks.size >= concurrency;
+      if (this.waiting.length > 0) {
+        if (full) await this.idle(Infinity);
+        else this.start(this.waiting.splice(0, commitEvery));
+        continue;
+      }
+      // Nothing waiting: claim the next batch now, even while every slot is busy, so the claim's
+      // round trip overlaps the files in flight instead of leaving a slot idle.
+      let claimed: FileCheckpoint[];
+      try {
+        this.woken = false;
+        claimed = await this.host.store().claimNext(this.settings.batchSize, this.options.fileType, this.host.claimant, Date.now());
+      } catch (error) {
+        this.report(error);
+        await this.idle(this.jittered());
+        continue;
+      }
+      for (const file of claimed) {
+        const held: Held = { fileUrl: file.fileUrl, token: file.claimToken, file, lost: false };
+        this.held.set(file.fileUrl, held);
+        this.waiting.push(held);
+      }
+      if (claimed.length > 0 || this.stopping) continue;
+      // Nothing claimable: a draining worker ends once its own files are settled (a failed one may
+      // be claimable again); otherwise sleep until the poll interval, a wake-up or a finished task.
+      if (drain && this.tasks.size === 0) break;
+      await this.idle(drain ? Infinity : this.jittered());
+    }
+    await this.giveBack();
+    await Promise.all(this.tasks);
+  }
+
+  /** Returns the claimed, unstarted files to the queue (a failure leaves them to their leases). */
+  private async giveBack(): Promise<void> {
+    const unstarted = this.waiting.splice(0).filter((held) => !held.lost);
+    for (const held of unstarted) this.held.delete(held.fileUrl);
+    if (unstarted.length === 0) return;
+    try {
+      await this.host.store().release(unstarted.map(({ fileUrl, token }) => ({ fileUrl, token })));
+    } catch (error) {
+      this.report(error);
+    }
+  }
+
+  private start(files: Held[]): void {
+    const live = files.filter((held) => {
+      if (held.lost) this.held.delete(held.fileUrl);
+      return !held.lost;
+    });
+    if (live.length === 0) return;
+    const task = (live.length === 1 ? this.runOne(live[0]) : this.runChunk(live)).finally(() => {
+      this.tasks.delete(task);
+      this.wake();
+    });
+    this.tasks.add(task);
+  }
+
+  private progress(files: number): void {
+    this.summary.processed += files;
+    this.batches += 1;
+    if (!this.options.onProgress) return;
+    try {
+      this.options.onProgress(
+        progressSince(this.startedAt, { name: this.host.claimant.workerId, batches: this.batches, items: this.summary.processed }),
+      );
+    } catch (error) {
+      this.report(error);
+    }
+  }
+
+  /** One file in its own transaction, under processFile's rules. */
+  private async runOne(held: Held): Promise<void> {
+    let store: ClaimStore;
+    try {
+      store = this.host.store();
+    } catch (error) {
+      // No store to run it against (a getter failing): its lease frees the file for another worker.
+      this.held.delete(held.fileUrl);
+      this.report(error, held.file);
+      return;
+    }
+    this.runningFiles += 1;
+    const started = Date.now();
+    try {
+      await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started));
+      this.progress(1);
+    } catch (error) {
+      if (error instanceof ClaimLostError) {
+        this.summary.claimLost += 1;
+      } else {
+        this.summary.failed += 1;
+        const message = storableMessage(error instanceof Error ? error.message : String(error));
+        // If marking the failure fails too, the lease still frees the file for another attempt.
+        await store.fail(held.fileUrl, held.token, message).catch((failure: unknown) => this.report(failure, held.file));
+      }
+      this.report(error, held.file);
+    } finally {
+      this.runningFiles -= 1;
+      this.held.delete(held.fileUrl);
+    }
+  }
+
+  /**
+   * Several files in one transaction, completed by one fenced statement. Any failure rolls the
+   * chunk back and its files run again one per transaction, so only the failing file fails.
+   */
+  private async runChunk(files: Held[]): Promise<void> {
+    this.runningFiles += files.length;
+    let chunked = false;
+    try {
+      await this.host.store().completeAll(files, async (tx) => {
+        const stats: ProcessingStats[] = [];
+        for (const held of files) {
+          const started = Date.now();
+          stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
+        }
+        return stats;
+      });
+      chunked = true;
+      this.progress(files.length);
+    } catch {
+      // Which file failed, and why, is found by running each on its own below.
+    } finally {
+      this.runningFiles -= files.length;
+    }
+    if (chunked) {
+      for (const held of files) this.held.delete(held.fileUrl);
+      return;
+    }
+    for (const held of files) await this.runOne(held);
+  }
+
+  /** Extends the lease of every file held, waiting or running; a refused one is marked lost. */
+  private async heartbeat(): Promise<void> {
+    if (this.heartbeating || this.held.size === 0) return;
+    this.heartbeating = true;
+    let failed = false;
+    try {
+      const store = this.host.store();
+      for (const held of [...this.held.values()]) {
+        if (held.lost) continue;
+        try {
+          const kept = await store.heartbeat(held.fileUrl, held.token, Date.now() + this.host.claimant.leaseMs);
+          if (!kept && this.held.get(held.fileUrl) === held) held.lost = true;
+        } catch (error) {
+          failed = true;
+          this.report(error, held.file);
+        }
+      }
+    } catch (error) {
+      failed = true;
+      this.report(error);
+    } finally {
+      this.heartbeating = false;
+    }
+    if (failed && !this.ended && this.heartbeatRetry === undefined) {
+      this.heartbeatRetry = setTimeout(() => {
+        this.heartbeatRetry = undefined;
+        void this.heartbeat();
+      }, this.jittered());
+    }
+  }
+}

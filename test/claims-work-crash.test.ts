@@ -1,0 +1,136 @@
+import { expect } from 'chai';
+import type { DataSource } from 'typeorm';
+import { CheckpointManager } from '../src';
+import { type Child, kill, startChild } from './support/child';
+import { count, createTestDatabase, DRIVER, type TestDatabase } from './support/database';
+import { failsAttempt } from './fixtures/work-failures';
+
+const WORKER = 'test/fixtures/claims-work-worker.ts';
+// PostgreSQL gets the full fleet; MariaDB fewer files; SQLite (one writer at a time) two processes.
+const PROCESSES = { postgres: 8, mysql: 4, sqlite: 2 }[DRIVER];
+const CONCURRENCY = DRIVER === 'sqlite' ? 2 : 4;
+const FILES = { postgres: 5000, mysql: 1000, sqlite: 600 }[DRIVER];
+const LEASE_MS = 1500;
+const MAX_RETRIES = 3;
+const KILLS = 3;
+
+interface Row {
+  file_url: string;
+  status: string;
+  retry_count: number | string;
+  error_message: string | null;
+}
+
+describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, function () {
+  let database: TestDatabase;
+  let ds: DataSource;
+
+  before(async () => {
+    database = await createTestDatabase('claims_work_crash');
+    ds = await database.open();
+    await ds.query('CREATE TABLE work_rows (file_url varchar(255) NOT NULL, worker varchar(64) NOT NULL)');
+  });
+  after(() => database.drop());
+
+  it(`${PROCESSES} processes × concurrency ${CONCURRENCY}, ${FILES} files, random failures, ${KILLS} SIGKILLs: each file's row exactly once, dead letters exactly the files that failed every attempt`, async () => {
+    const parent = new CheckpointManager(ds, { maxRetries: MAX_RETRIES });
+    const files = Array.from({ length: FILES }, (_, i) => ({
+      fileUrl: `s3://bucket/work/${String(i).padStart(5, '0')}.csv`,
+      fileType: 'work',
+      fileTimestamp: new Date(1_700_000_000_000 + i),
+    }));
+    expect(await parent.register(files)).to.equal(FILES);
+
+    let started = 0;
+    const launch = () => startChild(WORKER, [database.url, `w${started++}`, String(CONCURRENCY), String(LEASE_MS), String(MAX_RETRIES)]);
+    const children: Child[] = Array.from({ length: PROCESSES }, launch);
+    const all = [...children];
+    const settled = async () => {
+      const summary = await parent.summary();
+      return { summary, finished: summary.completed + summary.deadLetters };
+    };
+    try {
+      await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
+      // Kill points: a running worker dies each time another quarter of the files has settled; a
+      // fresh process replaces it, and the killed one's claims come back when their leases expire.
+      for (let k = 1; k <= KILLS; k++) {
+        for (;;) {
+          if ((await settled()).finished >= (FILES * k) / (KILLS + 1)) break;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        // The victim is the next process to report progress: it is busy, so it holds claims.
+        const marks = children.map((child) => child.lines.length);
+        // (When the queue ran out meanwhile — SQLite is quick — the first process is the victim.)
+        let settledAll = false;
+        const allSettled = (async () => {
+          while (!settledAll && (await settled()).finished < FILES) await new Promise((resolve) => setTimeout(resolve, 50));
+          return 0;
+        })();
+        const busy = await Promise.race([
+          ...children.map((child, c) =>
+            child.waitForLine((line) => line.startsWith('processed ') && child.lines.lastIndexOf(line) >= marks[c]).then(() => c),
+          ),
+          allSettled,
+        ]);
+        settledAll = true;
+        await allSettled;
+        const victim = children.splice(busy, 1)[0];
+        await kill(victim);
+        expect(victim.process.signalCode).to.equal('SIGKILL');
+        const replacement = launch();
+        children.push(replacement);
+        all.push(replacement);
+        await replacement.waitForLine((line) => line === 'ready');
+      }
+      for (;;) {
+        const { summary, finished } = await settled();
+        if (finished === FILES) {
+          expect(summary).to.include({ pending: 0, processing: 0, failed: summary.deadLetters });
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      for (const child of children) child.process.kill('SIGTERM');
+      const results = await Promise.all(children.map((child) => child.waitForLine((line) => line.startsWith('result '))));
+      for (const line of results) expect(JSON.parse(line.slice('result '.length))).to.have.keys('processed', 'failed', 'claimLost', 'elapsedMs');
+      for (const child of children) expect((await child.exited).code).to.equal(0);
+    } finally {
+      for (const child of all) await kill(child);
+    }
+
+    // Every file's row exactly once when completed, never for a dead letter.
+    const written = new Map<string, number>();
+    for (const { file_url: url, n } of (await ds.query('SELECT file_url, COUNT(*) AS n FROM work_rows GROUP BY file_url')) as { file_url: string; n: string }[]) {
+      written.set(url, Number(n));
+    }
+    const rows = (await ds.query('SELECT file_url, status, retry_count, error_message FROM file_checkpoints')) as Row[];
+    expect(rows).to.have.length(FILES);
+    let deadLetters = 0;
+    let takenOver = 0;
+    for (const row of rows) {
+      const attempt = Number(row.retry_count);
+      if (row.status === 'completed') {
+        expect(written.get(row.file_url), row.file_url).to.equal(1);
+        // The last attempt succeeded: the handler did not fail it.
+        expect(failsAttempt(row.file_url, attempt), row.file_url).to.equal(false);
+      } else {
+        expect(row.status).to.equal('failed');
+        expect(written.has(row.file_url), row.file_url).to.equal(false);
+        // A dead letter used every attempt, the last one failed by the handler or lost with a killed worker.
+        expect(attempt).to.equal(MAX_RETRIES);
+        if (row.error_message === 'lease expired') takenOver += 1;
+        else expect(failsAttempt(row.file_url, attempt), row.file_url).to.equal(true);
+        deadLetters += 1;
+      }
+      // A file whose every attempt fails is a dead letter.
+      const alwaysFails = Array.from({ length: MAX_RETRIES + 1 }, (_, r) => failsAttempt(row.file_url, r)).every(Boolean);
+      if (alwaysFails) expect(row.status, row.file_url).to.equal('failed');
+    }
+    expect(written.size).to.equal(FILES - deadLetters);
+    expect(await count(ds, 'SELECT COUNT(*) FROM work_rows')).to.equal(FILES - deadLetters);
+    expect(deadLetters - takenOver).to.be.greaterThan(0);
+    // The killed workers' files were taken over: some completed file was claimed again without a planned failure.
+    const reclaimed = rows.filter((row) => Number(row.retry_count) > 0 && !failsAttempt(row.file_url, Number(row.retry_count) - 1));
+    expect(reclaimed.length).to.be.greaterThan(0);
+  });
+});

@@ -1,0 +1,338 @@
+import { expect } from 'chai';
+import { DataSource } from 'typeorm';
+import { CheckpointManager, dataSourceOptionsFromUrl, type FileCheckpoint, type Progress } from '../src';
+import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
+
+const STATS = { totalRows: 1, filteredRows: 0, persistedRows: 1 };
+
+function files(prefix: string, n: number) {
+  return Array.from({ length: n }, (_, i) => ({
+    fileUrl: `s3://bucket/${prefix}/${String(i).padStart(4, '0')}.csv`,
+    fileType: prefix,
+    fileTimestamp: new Date(1_700_000_000_000 + i),
+  }));
+}
+
+/** Resolves when `predicate` holds, checking after each turn of the event loop's timers. */
+async function until(predicate: () => Promise<boolean>): Promise<void> {
+  while (!(await predicate())) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+describe(`manager.work() (${DRIVER})`, function () {
+  let database: TestDatabase;
+  let ds: DataSource;
+  let insert: string;
+
+  before(async () => {
+    database = await createTestDatabase('claims_work');
+    ds = await database.open();
+    await ds.query('CREATE TABLE work_effects (file_url varchar(255) NOT NULL, claim_token bigint NOT NULL)');
+    insert = sql('INSERT INTO work_effects (file_url, claim_token) VALUES (?, ?)');
+  });
+  after(() => database.drop());
+
+  it('drains the queue: each file handled once, its write committed with its completion', async () => {
+    const manager = new CheckpointManager(ds);
+    await manager.register(files('drain', 25));
+    const progress: Progress[] = [];
+    const worker = manager.work(
+      async (file, tx) => {
+        await tx!.query(insert, [file.fileUrl, file.claimToken]);
+        return STATS;
+      },
+      { concurrency: 3, batchSize: 4, fileType: 'drain', drain: true, onProgress: (p) => progress.push(p) },
+    );
+    const summary = await worker.done;
+    expect(summary).to.include({ processed: 25, failed: 0, claimLost: 0 });
+    expect(worker.running).to.equal(0);
+    expect(await count(ds, "SELECT COUNT(DISTINCT file_url) FROM work_effects WHERE file_url LIKE '%/drain/%'")).to.equal(25);
+    expect(await count(ds, "SELECT COUNT(*) FROM work_effects WHERE file_url LIKE '%/drain/%'")).to.equal(25);
+    expect(await count(ds, "SELECT COUNT(*) FROM file_checkpoints WHERE file_type = 'drain' AND status = 'completed'")).to.equal(25);
+    expect(progress.at(-1)!.items).to.equal(25);
+    expect(await worker.stop()).to.deep.equal(summary);
+  });
+
+  it('a failing handler fails its file (onError hears it) and the loop goes on; dead letters after maxRetries', async () => {
+    const manager = new CheckpointManager(ds, { maxRetries: 1 });
+    await manager.register(files('failing', 6));
+    const errors: [unknown, string | undefined][] = [];
+    const worker = manager.work(
+      async (file, tx) => {
+        await tx!.query(insert, [file.fileUrl, file.claimToken]);
+        if (file.fileUrl.endsWith('0002.csv')) throw new Error('bad file');
+        return STATS;
+      },
+      { fileType: 'failing', drain: true, onError: (error, file) => errors.push([error, file?.fileUrl]) },
+    );
+    const summary = await worker.done;
+    expect(summary).to.include({ processed: 5, failed: 2, claimLost: 0 });
+    expect(errors.map(([, url]) => url)).to.deep.equal([files('failing', 6)[2].fileUrl, files('failing', 6)[2].fileUrl]);
+    expect((errors[0][0] as Error).message).to.equal('bad file');
+    expect((await manager.deadLetters()).map((f) => f.fileUrl)).to.include(files('failing', 6)[2].fileUrl);
+    // The failing file's writes rolled back with each attempt.
+    expect(await count(ds, "SELECT COUNT(*) FROM work_effects WHERE file_url LIKE '%/failing/0002.csv'")).to.equal(0);
+  });
+
+  it('a handler running 3× longer than leaseMs keeps its claim (heartbeats) and completes', async () => {
+    const leaseMs = 300;
+    const manager = new CheckpointManager(ds, { leaseMs });
+    const rival = new CheckpointManager(ds, { leaseMs });
+    await manager.register(files('long', 1));
+    let rivalClaims = 0;
+    let started: () => void = () => undefined;
+    const handlerStarted = new Promise<void>((resolve) => (started = resolve));
+    let finish: () => void = () => undefined;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const worker = manager.work(
+      async (file, tx) => {
+        started();
+        await finished;
+        await tx!.query(insert, [file.fileUrl, file.claimToken]);
+        return STATS;
+      },
+      { fileType: 'long', drain: true },
+    );
+    await handlerStarted;
+    // While the handler runs past three leases, another worker keeps trying to take the file over.
+    // (SQLite: the handler's transaction holds the database's write lock, so nobody can claim at all.)
+    const end = Date.now() + 3 * leaseMs;
+    while (Date.now() < end) {
+      if (DRIVER !== 'sqlite') rivalClaims += (await rival.claimNext(1, { fileType: 'long' })).length;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    finish();
+    expect(await worker.done).to.include({ processed: 1, failed: 0, claimLost: 0 });
+    expect(rivalClaims).to.equal(0);
+    const row = await manager.get(files('long', 1)[0].fileUrl);
+    expect(row).to.include({ status: 'completed', claimToken: 1, retryCount: 0 });
+  });
+
+  it('stop() during a run finishes the file in flight and gives the unstarted ones back without an attempt', async () => {
+    const manager = new CheckpointManager(ds);
+    const queued = files('stop', 8);
+    await manager.register(queued);
+    let stopped: Promise<unknown> | undefined;
+    const started: string[] = [];
+    const worker = manager.work(
+      async (file, tx) => {
+        started.push(file.fileUrl);
+        stopped ??= worker.stop();
+        expect(worker.running).to.equal(1);
+        await tx!.query(insert, [file.fileUrl, file.claimToken]);
+        return STATS;
+      },
+      { fileType: 'stop', batchSize: 8 },
+    );
+    const summary = await worker.done;
+    expect(await stopped).to.deep.equal(summary);
+    expect(summary).to.include({ processed: 1, failed: 0, claimLost: 0 });
+    expect(started).to.deep.equal([queued[0].fileUrl]);
+    expect((await manager.get(queued[0].fileUrl))!.status).to.equal('completed');
+    for (const file of queued.slice(1)) {
+      const row = (await manager.get(file.fileUrl))!;
+      // Pending again, no attempt counted, and the claim's token (1) fenced off.
+      expect(row).to.include({ status: 'pending', retryCount: 0, claimToken: 2 });
+      expect(row.leaseExpiresAt).to.equal(null);
+    }
+    // The next claim of a given-back file is its first attempt.
+    const [next] = await manager.claimNext(1, { fileType: 'stop' });
+    expect(next).to.include({ fileUrl: queued[1].fileUrl, retryCount: 0, claimToken: 3 });
+  });
+
+  it('an aborted signal stops the worker like stop()', async () => {
+    const manager = new CheckpointManager(ds);
+    await manager.register(files('signal', 3));
+    const controller = new AbortController();
+    const worker = manager.work(
+      async () => {
+        controller.abort();
+        return STATS;
+      },
+      { fileType: 'signal', batchSize: 3, signal: controller.signal },
+    );
+    expect(await worker.done).to.include({ processed: 1 });
+    expect(await count(ds, "SELECT COUNT(*) FROM file_checkpoints WHERE file_type = 'signal' AND status = 'pending'")).to.equal(2);
+  });
+
+  it('commitEvery: a chunk commits once; a failing file rolls its chunk back and only it fails', async () => {
+    const manager = new CheckpointManager(ds, { maxRetries: 0 });
+    const chunk = files('chunk', 5);
+    await manager.register(chunk);
+    const calls: string[] = [];
+    const progress: Progress[] = [];
+    const worker = manager.work(
+      async (file: FileCheckpoint, tx) => {
+        calls.push(file.fileUrl);
+        await tx!.query(insert, [file.fileUrl, file.claimToken]);
+        if (file.fileUrl === chunk[2].fileUrl) throw new Error('bad file');
+        return STATS;
+      },
+      { fileType: 'chunk', batchSize: 5, commitEvery: 5, drain: true, onProgress: (p) => progress.push(p) },
+    );
+    expect(await worker.done).to.include({ processed: 4, failed: 1, claimLost: 0 });
+    // The chunk ran up to the failing file, then every file ran again in its own transaction.
+    expect(calls).to.deep.equal([...chunk.slice(0, 3), ...chunk].map((f) => f.fileUrl));
+    expect(progress.map((p) => p.batches)).to.deep.equal([1, 2, 3, 4]);
+    for (const [i, file] of chunk.entries()) {
+      const expected = i === 2 ? 0 : 1;
+      expect(await count(ds, sql('SELECT COUNT(*) FROM work_effects WHERE file_url = ?'), [file.fileUrl])).to.equal(expected);
+    }
+    expect((await manager.deadLetters()).map((f) => f.fileUrl)).to.include(chunk[2].fileUrl);
+
+    const clean = files('clean-chunk', 6);
+    await manager.register(clean);
+    const cleanProgress: Progress[] = [];
+    const second = manager.work(
+      async (file, tx) => {
+        await tx!.query(insert, [file.fileUrl, file.claimToken]);
+        return { ...STATS, durationMs: 7 };
+      },
+      { fileType: 'clean-chunk', batchSize: 6, commitEvery: 3, drain: true, onProgress: (p) => cleanProgress.push(p) },
+    );
+    expect(await second.done).to.include({ processed: 6, failed: 0 });
+    // Two transactions of three files each.
+    expect(cleanProgress.map((p) => [p.batches, p.items])).to.deep.equal([[1, 3], [2, 6]]);
+    for (const file of clean) expect(await manager.get(file.fileUrl)).to.include({ status: 'completed', processingTimeMs: 7, recordsTotal: 1 });
+  });
+
+  // SQLite: the chunk's transaction holds the write lock, so no other party can take a file over meanwhile.
+  if (DRIVER !== 'sqlite') {
+      it('commitEvery: a chunk whose claim was lost commits nothing of it; the others commit one by one', async () => {
+      const manager = new CheckpointManager(ds, { leaseMs: 60_000 });
+      const chunk = files('lost-chunk', 3);
+      await manager.register(chunk);
+      const worker = manager.work(
+        async (file, tx) => {
+          // Another party takes the second file away while the chunk runs (requeue after a failure is
+          // not possible on a processing row, so fence it the way a takeover does: a new claim).
+          if (file.fileUrl === chunk[2].fileUrl) {
+            await ds.query(sql("UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ? AND status = 'processing'"), [chunk[1].fileUrl]);
+          }
+          await tx!.query(insert, [file.fileUrl, file.claimToken]);
+          return STATS;
+        },
+        { fileType: 'lost-chunk', batchSize: 3, commitEvery: 3, drain: true },
+      );
+      // Drain stops once nothing is claimable: the taken-over file is held under its new lease.
+      expect(await worker.done).to.include({ processed: 2, failed: 0, claimLost: 1 });
+      expect(await count(ds, sql('SELECT COUNT(*) FROM work_effects WHERE file_url = ?'), [chunk[1].fileUrl])).to.equal(0);
+      expect(await count(ds, sql('SELECT COUNT(*) FROM work_effects WHERE file_url = ?'), [chunk[0].fileUrl])).to.equal(1);
+    });
+  }
+
+  it('refuses bad options with INVALID_ARGUMENT', () => {
+    const manager = new CheckpointManager(ds);
+    for (const options of [{ concurrency: 0 }, { batchSize: -1 }, { commitEvery: 1.5 }, { pollMs: -1 }, { drain: 'yes' }]) {
+      expect(() => manager.work(() => STATS, options as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
+    }
+    expect(() => manager.work('handler' as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
+  });
+
+  if (DRIVER === 'postgres') {
+    // The observer has a connection of its own: the worker's pooled ones would overwrite the
+    // statement text pg_stat_activity shows for them.
+    let observer: DataSource;
+    before(async () => {
+      observer = new DataSource(dataSourceOptionsFromUrl(database.url));
+      await observer.initialize();
+    });
+    after(() => observer.destroy());
+
+    /** The backend listening for wake-ups, once it listens. */
+    async function listener(): Promise<{ pid: number; since: Date } | undefined> {
+      const rows: { pid: number; state_change: Date }[] = await observer.query(
+        "SELECT pid, state_change FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %' AND state = 'idle'",
+      );
+      return rows[0] && { pid: rows[0].pid, since: rows[0].state_change };
+    }
+    /** True once a claim statement finished after `since` (the worker then sleeps until woken). */
+    async function claimedSince(since: Date): Promise<boolean> {
+      const rows: { n: string }[] = await observer.query(
+        "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'WITH picked AS%' AND state = 'idle' AND state_change > $1",
+        [since],
+      );
+      return Number(rows[0].n) > 0;
+    }
+
+    it('NOTIFY wakes an idle worker (pollMs far beyond the test timeout), also after its listening connection is killed', async () => {
+      const manager = new CheckpointManager(ds);
+      let handlerStarted: (url: string) => void = () => undefined;
+      const errors: unknown[] = [];
+      const worker = manager.work(
+        (file) => {
+          handlerStarted(file.fileUrl);
+          return STATS;
+        },
+        { fileType: 'wake', pollMs: 600_000, onError: (error) => errors.push(error) },
+      );
+      try {
+        let listening: { pid: number; since: Date } | undefined;
+        await until(async () => (listening = await listener()) !== undefined);
+        await until(() => claimedSince(new Date(0)));
+        const first = new Promise<string>((resolve) => (handlerStarted = resolve));
+        await manager.register(files('wake', 1));
+        expect(await first).to.equal(files('wake', 1)[0].fileUrl);
+
+        await observer.query('SELECT pg_terminate_backend($1)', [listening!.pid]);
+        let again: { pid: number; since: Date } | undefined;
+        await until(async () => (again = await listener()) !== undefined && again.pid !== listening!.pid);
+        // The worker claims once more after listening again (notifications may have been lost meanwhile).
+        await until(() => claimedSince(again!.since));
+        const second = new Promise<string>((resolve) => (handlerStarted = resolve));
+        await manager.register(files('wake', 2).slice(1));
+        expect(await second).to.equal(files('wake', 2)[1].fileUrl);
+        expect(errors.length).to.be.greaterThan(0);
+      } finally {
+        await worker.stop();
+      }
+      expect(await listener()).to.equal(undefined);
+    });
+  }
+});
+
+describe('manager.work() on the in-memory store', () => {
+  it('has the same semantics: drain, stop() gives unstarted files back, register wakes an idle worker', async () => {
+    const manager = new CheckpointManager(null);
+    await manager.register(files('memory-drain', 5));
+    const drained = manager.work(() => STATS, { fileType: 'memory-drain', concurrency: 2, drain: true });
+    expect(await drained.done).to.include({ processed: 5, failed: 0 });
+
+    const queued = files('memory-stop', 4);
+    await manager.register(queued);
+    const worker = manager.work(
+      () => {
+        void worker.stop();
+        return STATS;
+      },
+      { fileType: 'memory-stop', batchSize: 4 },
+    );
+    expect(await worker.done).to.include({ processed: 1 });
+    for (const file of queued.slice(1)) expect(await manager.get(file.fileUrl)).to.include({ status: 'pending', retryCount: 0, claimToken: 2 });
+
+    let started: (url: string) => void = () => undefined;
+    const idle = manager.work(
+      (file) => {
+        started(file.fileUrl);
+        return STATS;
+      },
+      { fileType: 'memory-wake', pollMs: 600_000 },
+    );
+    const first = new Promise<string>((resolve) => (started = resolve));
+    await manager.register(files('memory-wake', 1));
+    expect(await first).to.equal(files('memory-wake', 1)[0].fileUrl);
+    expect(await idle.stop()).to.include({ processed: 1 });
+
+    const chunked = files('memory-chunk', 4);
+    await manager.register(chunked);
+    const chunk = manager.work(
+      (file) => {
+        if (file.fileUrl === chunked[1].fileUrl) throw new Error('bad file');
+        return STATS;
+      },
+      { fileType: 'memory-chunk', batchSize: 4, commitEvery: 4, drain: true },
+    );
+    const summary = await chunk.done;
+    expect(summary.processed).to.equal(3);
+    expect(summary.failed).to.be.greaterThan(0);
+  });
+});
