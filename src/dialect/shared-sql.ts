@@ -48,3 +48,20 @@ export const ready = () => true;
 
 /** PostgreSQL's deterministic and SQLite's BINARY default collations compare text exactly. */
 export const defaultCollationIsExact = () => Promise.resolve(undefined);
+
+/** PostgreSQL's and SQLite's keyset condition: one row-value comparison, an index range scan on both. */
+export function rowValueKeyset(quotedColumns: string[], op: '>' | '<=', bound: (column: number) => string): string {
+  if (quotedColumns.length === 1) return `${quotedColumns[0]} ${op} ${bound(0)}`;
+  return `(${quotedColumns.join(', ')}) ${op} (${quotedColumns.map((_, i) => bound(i)).join(', ')})`;
+}
+
+/** Catalogue rows (one per column of a unique key, in key order) grouped into the keys' column lists. */
+export function groupKeys(parts: { index: string; attname: string }[]): string[][] {
+  const keys = new Map<string, string[]>();
+  for (const part of parts) {
+    const columns = keys.get(part.index) ?? [];
+    columns.push(part.attname);
+    keys.set(part.index, columns);
+  }
+  return [...keys.values()];
+}
