@@ -12,7 +12,7 @@ const TYPEORM_CLI = join(ROOT, 'node_modules', '.bin', 'typeorm-ts-node-commonjs
 const DATA_SOURCE = 'test/fixtures/typeorm-data-source.ts';
 const ANSI_ESCAPE = /\x1b\[[0-9;]*m/g;
 const SCHEMA_CHANGE = /\b(CREATE|ALTER|DROP)\b/i;
-const MIGRATIONS = 2;
+const MIGRATIONS = 3;
 
 interface CliRun {
   code: number;

@@ -11,9 +11,9 @@ import {
   type ClaimStore,
   type ClaimSummary,
   type FileRef,
-  LEASE_EXPIRED,
   type ProcessingStats,
 } from './claim-store';
+import { claimableCondition, claimAssignments, deadCondition, expiredOnLastAttempt, fencedCondition, LEASE_EXPIRED } from './lease-rules';
 
 const TABLE = 'file_checkpoints';
 // Bounds the placeholders per statement well below every driver's limit (SQLite's is the lowest).
@@ -100,26 +100,12 @@ export class DatabaseClaimStore implements ClaimStore {
     return `${this.table}.${this.dialect.quote(column)}`;
   }
 
-  /** Pending, failed with retries left, or processing with an expired lease and retries left. */
   private claimable(now: string): string {
-    const c = (column: string) => this.existing(column);
-    return (
-      `(${c('status')} = 'pending' OR (${c('status')} = 'failed' AND ${c('retry_count')} < ${c('max_retries')})` +
-      ` OR (${c('status')} = 'processing' AND ${c('lease_expires_at')} <= ${now} AND ${c('retry_count')} < ${c('max_retries')}))`
-    );
+    return claimableCondition((column) => this.existing(column), now);
   }
 
-  /** The SET list of a claim; `status` last because MySQL applies assignments in order. */
   private claimAssignments(worker: string, startedAt: string, leaseExpiresAt: string): [string, string][] {
-    const c = (column: string) => this.existing(column);
-    return [
-      ['retry_count', `${c('retry_count')} + CASE WHEN ${c('status')} = 'pending' THEN 0 ELSE 1 END`],
-      ['claim_token', `${c('claim_token')} + 1`],
-      ['processed_by', worker],
-      ['started_at', startedAt],
-      ['lease_expires_at', leaseExpiresAt],
-      ['status', "'processing'"],
-    ];
+    return claimAssignments((column) => this.existing(column), worker, startedAt, leaseExpiresAt);
   }
 
   private sql(text: string): string {
@@ -188,7 +174,7 @@ export class DatabaseClaimStore implements ClaimStore {
    */
   private async expireLastAttempts(tx: EntityManager, now: number, fileUrl?: string): Promise<void> {
     const q = (column: string) => this.dialect.quote(column);
-    const expired = `${q('status')} = 'processing' AND ${q('lease_expires_at')} <= ? AND ${q('retry_count')} >= ${q('max_retries')}`;
+    const expired = expiredOnLastAttempt(q, '?');
     const expire = (urls: string[]) =>
       run(
         tx,
@@ -360,7 +346,7 @@ export class DatabaseClaimStore implements ClaimStore {
   /** The fencing condition: the presented token is current and the file is still processing. */
   private fenced(): string {
     const q = (column: string) => this.dialect.quote(column);
-    return `${q('file_url')} = ? AND ${q('claim_token')} = ? AND ${q('status')} = 'processing'`;
+    return `${q('file_url')} = ? AND ${fencedCondition(q, '?')}`;
   }
 
   async complete(fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
@@ -458,7 +444,7 @@ export class DatabaseClaimStore implements ClaimStore {
         await this.expireLastAttempts(tx, now);
         const rows = await run<FileRow[]>(
           tx,
-          `SELECT * FROM ${this.table} WHERE ${q('status')} = 'failed' AND ${q('retry_count')} >= ${q('max_retries')} ORDER BY ${q('file_url')}`,
+          `SELECT * FROM ${this.table} WHERE ${deadCondition(q)} ORDER BY ${q('file_url')}`,
           [],
           'listing dead letters',
         );
