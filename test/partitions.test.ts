@@ -206,6 +206,21 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
     expect(await status(db.ds, 'skew')).to.equal(null);
   });
 
+  if (DRIVER === 'postgres') {
+    it('plans a big table from a sample of its pages (TABLESAMPLE), still within 2x on skewed keys', async () => {
+      await db.ds.query('CREATE TABLE big_skewed (id bigint PRIMARY KEY)');
+      await db.ds.query('INSERT INTO big_skewed SELECT CASE WHEN g <= 150000 THEN g ELSE 1000000 + g * 1000 END FROM generate_series(1, 300000) g');
+      await db.ds.query('ANALYZE big_skewed');
+      const log = new SqlLog();
+      const logged = await db.open({ logger: log });
+      const result = await eachPartition(logged, 'sampled', await sqlSource(logged, 'big_skewed', 'id'), 20_000, () => undefined, { partitions: 8 });
+      expect(result).to.include({ partitions: 8, items: 300_000, done: true });
+      expect(log.queries.some((query) => query.sql.includes('TABLESAMPLE SYSTEM'))).to.equal(true);
+      const sizes = (await listPartitions(logged, 'sampled')).map((range) => range.items);
+      expect(Math.max(...sizes)).to.be.at.most(2 * Math.min(...sizes));
+    });
+  }
+
   it('splits one leading value of a composite key across ranges', async () => {
     await db.ds.query('CREATE TABLE one_tenant (tenant integer NOT NULL, id integer NOT NULL, PRIMARY KEY (tenant, id))');
     await insertRows(db.ds, 'one_tenant', ['tenant', 'id'], Array.from({ length: 600 }, (_, i) => [i < 500 ? 7 : 8, i]));

@@ -19,6 +19,8 @@ export interface TableInfo {
   uniqueKeys: string[][];
   /** The table reference to put in SQL, already quoted. */
   quotedTable: string;
+  /** The planner's row estimate where the catalogue keeps one (PostgreSQL's reltuples), else undefined. */
+  estimatedRows?: number;
 }
 
 /** Quoting rules of a SQL dialect that matter when scanning a condition for parameters. */
@@ -136,6 +138,11 @@ export interface Dialect {
    * (called once per use, so a form that repeats a value binds it again).
    */
   keysetCondition(quotedColumns: string[], op: '>' | '<=', bound: (column: number) => string): string;
+  /**
+   * A clause after the table name that reads a random sample of about `percent` % of its pages
+   * (PostgreSQL's TABLESAMPLE SYSTEM); undefined where the database has none (then an index walk).
+   */
+  readonly sampleClause?: (percentPlaceholder: string) => string;
   /**
    * The collation the checkpoint tables' text columns need so that keys differing only in case,
    * accents or trailing spaces stay different keys; undefined where the default already does.

@@ -71,8 +71,8 @@ export const postgres: Dialect = {
       ? "to_regclass(quote_ident($1) || '.' || quote_ident($2))"
       : 'to_regclass(quote_ident($1))';
     const args = table.schema ? [table.schema, table.name] : [table.name];
-    const found: { oid: string | null; ref: string | null }[] = await manager.query(
-      `SELECT ${regclass}::oid AS oid, ${regclass}::text AS ref`,
+    const found: { oid: string | null; ref: string | null; estimate: number | null }[] = await manager.query(
+      `SELECT ${regclass}::oid AS oid, ${regclass}::text AS ref, (SELECT reltuples::float8 FROM pg_class WHERE oid = ${regclass}) AS estimate`,
       args,
     );
     const oid = found[0]?.oid;
@@ -101,6 +101,8 @@ export const postgres: Dialect = {
       columns: columns.map((c) => ({ name: c.attname, keyType: keyTypes[c.typname] ?? null, declaredType: c.format })),
       uniqueKeys: groupKeys(parts),
       quotedTable: table.schema ? `${doubleQuote(table.schema)}.${doubleQuote(table.name)}` : doubleQuote(table.name),
+      // -1 (PostgreSQL 14+) or 0: never analysed, no estimate.
+      ...(Number(found[0].estimate) > 0 ? { estimatedRows: Number(found[0].estimate) } : {}),
     };
   },
   keyRead(column, keyType) {
@@ -114,4 +116,5 @@ export const postgres: Dialect = {
     return keyType === 'timestamp' || keyType === 'timestamptz' || keyType === 'date' ? `${placeholder}::${keyType}` : placeholder;
   },
   keysetCondition: rowValueKeyset,
+  sampleClause: (percent) => `TABLESAMPLE SYSTEM (${percent})`,
 };
