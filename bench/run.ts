@@ -1,4 +1,4 @@
-// npm run bench [-- --full] [--only each-batch,steps,claims,import] [--db sqlite,postgres] [--import-mb N]
+// npm run bench [-- --full] [--only each-batch,steps,claims,import,partitions] [--db sqlite,postgres,mysql] [--import-mb N]
 // (claims run on PostgreSQL only)
 //
 // Measures the library against baselines run side by side in the same process run, prints a
@@ -13,9 +13,10 @@ import { type BenchResult, formatTable, machineNote } from './bench-result';
 import { claimsBench } from './claims-bench';
 import { eachBatchBench } from './each-batch-bench';
 import { importBench } from './import-bench';
+import { partitionsBench } from './partitions-bench';
 import { stepBench } from './step-bench';
 
-const SECTIONS = ['each-batch', 'steps', 'claims', 'import'] as const;
+const SECTIONS = ['each-batch', 'steps', 'claims', 'import', 'partitions'] as const;
 type Section = (typeof SECTIONS)[number];
 
 function option(name: string): string | undefined {
@@ -58,6 +59,12 @@ async function main(): Promise<void> {
     log('import…');
     const sizeMb = Number(option('import-mb') ?? (full ? 1024 : 50));
     results.push(...(await importBench(drivers, { sizeMb, warmups: full ? 0 : 1, repeats: full ? 1 : 2, log })));
+    save();
+  }
+
+  if (only.includes('partitions')) {
+    log('partitions (speed-ups on PostgreSQL worker processes; composite keys on each database)…');
+    results.push(...(await partitionsBench({ rows: full ? 1_000_000 : 100_000, repeats: full ? 3 : 5, drivers, log })));
     save();
   }
 

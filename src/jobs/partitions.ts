@@ -162,6 +162,11 @@ export async function eachPartition<T>(
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   const claimant = { workerId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, leaseMs };
   const result: EachPartitionResult = { batches: 0, items: 0, partitions: 0, done: false };
+  if (signal?.aborted) {
+    // Already stopped: report the stored plan, write nothing (not even a plan).
+    const ranges = await transact(db, (tx) => selectRanges(tx, name));
+    return { ...result, partitions: ranges.length, done: ranges.length > 0 && ranges.every((range) => range.status === 'completed') };
+  }
   result.partitions = await plan(db, name, source, options.partitions ?? DEFAULT_PARTITIONS, maxRetries, fingerprint);
 
   const singleConnection = dialectOf(dataSourceOf(db)).singleConnection;

@@ -44,7 +44,7 @@ function columnName(db: Db, table: unknown, name: string): string {
 export interface Partitioning<T> {
   /** At most `count - 1` ascending key values (cursor form) taken from the data itself. */
   boundaries(count: number, tx: EntityManager): Promise<Json[]>;
-  /** The next page after `after` (null: from the first row) with keys up to `upTo` inclusive (null: no bound). */
+  /** The next page after `after` (null: from the first row) with keys up to `upTo` inclusive (null: no bound); `next: null` on the range's last page. */
   page(after: Json, upTo: Json, limit: number, tx: EntityManager): Promise<Page<T>>;
 }
 
@@ -202,21 +202,23 @@ export async function sqlSource(
   });
 
   // Quantiles of a random sample of pages, where the database samples and the table is big
-  // enough for a sample to be cheaper than a walk; the range sizes then vary by a few percent.
+  // enough for a sample to be cheaper than a walk. The database numbers the sampled rows in key
+  // order and returns only the rows at the quantiles (row rn ends a range when rn * count / total
+  // steps to the next integer).
   const sampled = async (count: number, tx: EntityManager, what: string): Promise<Json[] | undefined> => {
     const estimated = info.estimatedRows ?? 0;
     if (!dialect.sampleClause || estimated < SAMPLE_FROM_ROWS) return undefined;
-    const wanted = Math.max(SAMPLE_ROWS, count * 200);
-    const percent = Math.min(100, (100 * wanted) / estimated);
+    const percent = Math.min(100, (100 * Math.max(SAMPLE_ROWS, count * 1000)) / estimated);
+    const at = (n: number) => dialect.placeholder(condition.values.length + n);
+    const q = (name: string) => dialect.quote(name);
     const text =
-      `SELECT ${keyList} FROM ${info.quotedTable} ${dialect.sampleClause(dialect.placeholder(condition.values.length + 1))} ` +
-      `WHERE ${notNull}${filter} ORDER BY ${orderBy}`;
-    // The placeholder numbering of the where condition comes first; the percent goes last.
-    const rows = await run<Record<string, unknown>[]>(tx, text, [...condition.values, percent], what);
-    if (rows.length < count * 10) return undefined;
-    const found: Json[] = [];
-    for (let i = 1; i < count; i++) found.push(cursorOfRow(rows[Math.floor((i * rows.length) / count) - 1]));
-    return found;
+      `SELECT ${keys.map((column) => q(column)).join(', ')} FROM (SELECT ${keyList}, ` +
+      `row_number() OVER (ORDER BY ${orderBy}) AS ${q('__rn')}, count(*) OVER () AS ${q('__total')} ` +
+      `FROM ${info.quotedTable} ${dialect.sampleClause(at(1))} WHERE ${notNull}${filter}) ${q('__sample')} ` +
+      `WHERE ${q('__rn')} < ${q('__total')} AND ${q('__total')} >= ${at(2)} * 10 ` +
+      `AND (${q('__rn')} * ${at(2)}) / ${q('__total')} <> ((${q('__rn')} - 1) * ${at(2)}) / ${q('__total')} ORDER BY ${q('__rn')}`;
+    const rows = await run<Record<string, unknown>[]>(tx, text, [...condition.values, percent, count], what);
+    return rows.length === count - 1 ? rows.map(cursorOfRow) : undefined;
   };
 
   // An index walk: count the rows, then step from boundary to boundary, each step reading the
@@ -250,12 +252,17 @@ export async function sqlSource(
   };
 
   const source: Source<Record<string, unknown>> = (cursor, limit, tx) => page(cursor, null, limit, tx);
-  return Object.assign(source, { partitioning: { boundaries, page } });
+  // Within a range a short page is its last: that saves each range a transaction that reads nothing.
+  const rangePage = async (after: Json, upTo: Json, limit: number, tx: EntityManager) => {
+    const found = await page(after, upTo, limit, tx);
+    return found.items.length < limit ? { items: found.items, next: null } : found;
+  };
+  return Object.assign(source, { partitioning: { boundaries, page: rangePage } });
 }
 
-/** Tables estimated at fewer rows are planned by an exact index walk; bigger ones from a sample of about SAMPLE_ROWS rows. */
+/** Tables estimated at fewer rows are planned by an exact index walk; bigger ones from a sample of about SAMPLE_ROWS rows (more for many ranges). */
 const SAMPLE_FROM_ROWS = 200_000;
-const SAMPLE_ROWS = 20_000;
+const SAMPLE_ROWS = 100_000;
 
 /** An int8 key within 2^53 becomes a number; beyond, it stays a decimal string (cast back by the database). */
 function cursorOf(value: unknown, keyType: KeyType): Json {
