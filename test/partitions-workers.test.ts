@@ -9,7 +9,7 @@ const PARTITIONS = 32;
 const LIMIT = 2000;
 const WORKERS = DRIVER === 'postgres' ? 6 : DRIVER === 'mysql' ? 3 : 2;
 // Short enough that a killed worker's range is taken over quickly; heartbeats keep live ones.
-const LEASE_MS = 1500;
+const LEASE_MS = 3000;
 
 /** Fills part_src with ROWS ids (gaps every 9th id) in one statement per database. */
 async function createTables(ds: import('typeorm').DataSource): Promise<void> {
@@ -78,7 +78,9 @@ describe(`eachPartition across worker processes (${DRIVER})`, function () {
       await taker.waitForLine((line) => line.startsWith('done'));
       expect((await taker.exited).code, taker.stderr()).to.equal(0);
       const [range] = await listPartitions(db.ds, job);
-      expect(range).to.include({ status: 'done', attempts: 2, items: ROWS });
+      // Taken over at least once (a starved taker may lose and re-claim it too; it resumes all the same).
+      expect(range).to.include({ status: 'done', items: ROWS });
+      expect(range.attempts).to.be.at.least(2);
       stalled.process.kill('SIGCONT');
       stalled.send('go');
       await stalled.waitForLine((line) => line.startsWith('rejected'));
