@@ -133,7 +133,9 @@ export async function insertRanges(tx: EntityManager, name: string, boundaries: 
     const count = Math.min(ROWS_PER_STATEMENT, rows - start);
     const parameters: unknown[] = [];
     for (let i = start; i < start + count; i++) {
-      parameters.push(name, i, bound(boundaries[i - 1]), bound(boundaries[i]), 'pending', 0, maxRetries, 0, 0, 0, now);
+      // Tokens start at the plan's time in µs: a worker still holding a token of a plan that was
+      // reset and planned again can never match a token of the new plan.
+      parameters.push(name, i, bound(boundaries[i - 1]), bound(boundaries[i]), 'pending', 0, maxRetries, now * 1000, 0, 0, now);
     }
     const row = `(${RANGE_COLUMNS.map(() => '?').join(', ')})`;
     await run(
@@ -148,39 +150,46 @@ export async function insertRanges(tx: EntityManager, name: string, boundaries: 
 /**
  * Claims the first claimable range of the job (the file claims' rules): a lease that expired on
  * the last attempt first makes its range dead; the pick skips ranges other claimers hold locked.
- * Run in a transaction of its own; on SQLite its first statement (a write) takes the write lock.
+ * One statement on PostgreSQL; elsewhere run in a transaction of its own (on SQLite its first
+ * statement, a write, takes the write lock).
  */
 export async function claimRange(tx: EntityManager, name: string, claimant: RangeClaimant, now: number): Promise<RangeRow | undefined> {
   const dialect = dialectFor(tx);
   const { q, table, byKey } = names(dialect);
-  await execute(
-    tx,
-    dialect.sql(
-      `UPDATE ${table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
-        `WHERE ${q('job_name')} = ? AND ${expiredOnLastAttempt(q, '?')}`,
-    ),
-    [LEASE_EXPIRED, name, now],
-    `claiming a range of job "${name}"`,
-  );
-  const picked = await execute(
-    tx,
-    dialect.sql(
-      `SELECT ${q('partition_index')} FROM ${table} WHERE ${q('job_name')} = ? AND ${claimableCondition(q, '?')} ` +
-        `ORDER BY ${q('partition_index')} LIMIT 1${dialect.skipLockedSuffix}`,
-    ),
-    [name, now],
-    `claiming a range of job "${name}"`,
-  );
+  const what = `claiming a range of job "${name}"`;
+  const expire =
+    `UPDATE ${table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
+    `WHERE ${q('job_name')} = ? AND ${expiredOnLastAttempt(q, '?')}`;
+  const pick =
+    `SELECT ${q('partition_index')} FROM ${table} WHERE ${q('job_name')} = ? AND ${claimableCondition(q, '?')} ` +
+    `ORDER BY ${q('partition_index')} LIMIT 1${dialect.skipLockedSuffix}`;
+  const assignments = claimAssignments((column) => `${table}.${q(column)}`, '?', '?', '?').map(([column, value]) => `${q(column)} = ${value}`).join(', ');
+  if (dialect.supportsReturning) {
+    // One statement: both parts see the same snapshot, and a range the first makes dead is not
+    // claimable by the second anyway (no retries left).
+    const claimed = await execute(
+      tx,
+      dialect.sql(
+        `WITH ${q('expired')} AS (${expire} RETURNING 1), ${q('picked')} AS (${pick}) ` +
+          `UPDATE ${table} SET ${assignments}, ${q('updated_at')} = ? FROM ${q('picked')} ` +
+          `WHERE ${table}.${q('job_name')} = ? AND ${table}.${q('partition_index')} = ${q('picked')}.${q('partition_index')} RETURNING ${table}.*`,
+      ),
+      [LEASE_EXPIRED, name, now, name, now, claimant.workerId, now, now + claimant.leaseMs, now, name],
+      what,
+    );
+    return claimed.rows[0];
+  }
+  await execute(tx, dialect.sql(expire), [LEASE_EXPIRED, name, now], what);
+  const picked = await execute(tx, dialect.sql(pick), [name, now], what);
   if (picked.rows.length === 0) return undefined;
   const index = Number(picked.rows[0].partition_index);
-  const assignments = claimAssignments(q, '?', '?', '?').map(([column, value]) => `${q(column)} = ${value}`).join(', ');
   await execute(
     tx,
     dialect.sql(`UPDATE ${table} SET ${assignments}, ${q('updated_at')} = ? WHERE ${byKey}`),
     [claimant.workerId, now, now + claimant.leaseMs, now, name, index],
-    `claiming a range of job "${name}"`,
+    what,
   );
-  const claimed = await execute(tx, dialect.sql(`SELECT * FROM ${table} WHERE ${byKey}`), [name, index], `claiming a range of job "${name}"`);
+  const claimed = await execute(tx, dialect.sql(`SELECT * FROM ${table} WHERE ${byKey}`), [name, index], what);
   return claimed.rows[0];
 }
 
@@ -193,19 +202,6 @@ export async function lockForBatch(tx: EntityManager, name: string, index: numbe
   if (!dialect.singleConnection) return;
   const { q, table, byKey } = names(dialect);
   await execute(tx, dialect.sql(`UPDATE ${table} SET ${q('job_name')} = ${q('job_name')} WHERE ${byKey}`), [name, index], `locking job "${name}"`);
-}
-
-/** The range's row if `token` still holds its claim, else undefined. */
-export async function readHeldRange(tx: EntityManager, name: string, index: number, token: number): Promise<RangeRow | undefined> {
-  const dialect = dialectFor(tx);
-  const { q, table, byKey } = names(dialect);
-  const found = await execute(
-    tx,
-    dialect.sql(`SELECT * FROM ${table} WHERE ${byKey} AND ${fencedCondition(q, '?')}`),
-    [name, index, token],
-    `reading a range of job "${name}"`,
-  );
-  return found.rows[0];
 }
 
 /**

@@ -18,7 +18,6 @@ import {
   type PartitionInfo,
   rangeState,
   type RangeRow,
-  readHeldRange,
   reviveDeadRanges,
   selectRanges,
   settleRange,
@@ -169,7 +168,7 @@ export async function eachPartition<T>(
   }
   result.partitions = await plan(db, name, source, options.partitions ?? DEFAULT_PARTITIONS, maxRetries, fingerprint);
 
-  const singleConnection = dialectOf(dataSourceOf(db)).singleConnection;
+  const { singleConnection, supportsReturning: claimInOneStatement } = dialectOf(dataSourceOf(db));
   const pollMs = Math.min(1000, Math.max(10, Math.floor(leaseMs / 4)));
   const startedAt = Date.now();
   let stopping = false;
@@ -190,6 +189,9 @@ export async function eachPartition<T>(
     const heartbeat = singleConnection
       ? undefined
       : keepLeased(leaseMs, () => autocommit(db, (tx) => settleRange(tx, name, index, token, { heartbeat: Date.now() + leaseMs })));
+    // The cursor the claim read, then what this worker's own commits stored: while the token is
+    // current no one else can commit this range, and the fenced commit checks exactly that.
+    let stored = range.cursor;
     try {
       for (;;) {
         if (stopping || signal?.aborted) {
@@ -198,12 +200,10 @@ export async function eachPartition<T>(
         }
         const round = await transact(db, async (tx) => {
           await lockForBatch(tx, name, index);
-          const held = await readHeldRange(tx, name, index, token);
-          if (!held) throw claimLost(name, index);
-          const cursor: Json = held.cursor === null ? lower : decodeJson(held.cursor);
+          const cursor: Json = stored === null ? lower : decodeJson(stored);
           const page = checkPage<T>(await source.partitioning.page(cursor, upper, limit, tx));
           const finished = page.items.length === 0 || page.next === null;
-          const next = page.items.length === 0 ? held.cursor : encodeJson(page.next === null ? cursor : page.next, 'The cursor returned by the source');
+          const next = page.items.length === 0 ? stored : encodeJson(page.next === null ? cursor : page.next, 'The cursor returned by the source');
           if (page.items.length > 0) {
             try {
               await handler(page.items, tx);
@@ -215,8 +215,9 @@ export async function eachPartition<T>(
           const change = { cursor: next, batches: page.items.length > 0 ? 1 : 0, items: page.items.length, finished, leaseExpiresAt: now + leaseMs, now };
           if (!(await commitRange(tx, name, index, token, change))) throw claimLost(name, index);
           if (finished) await finishJobIfLast(tx, name);
-          return { items: page.items.length, finished };
+          return { items: page.items.length, finished, next };
         });
+        stored = round.next;
         if (round.items > 0) {
           result.batches += 1;
           result.items += round.items;
@@ -243,7 +244,8 @@ export async function eachPartition<T>(
 
   const lane = async (): Promise<void> => {
     while (!stopping && !signal?.aborted) {
-      const range = await transact(db, (tx) => claimRange(tx, name, claimant, Date.now()));
+      // One statement where the dialect returns rows from an UPDATE: no transaction of its own.
+      const range = await (claimInOneStatement ? autocommit : transact)(db, (tx) => claimRange(tx, name, claimant, Date.now()));
       if (!range) {
         if (!wait || (await settled(db, name))) return;
         await pause(pollMs, signal);
