@@ -85,7 +85,7 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
     options.log(`  postgres: filling ${rows.toLocaleString('en-US')} rows…`);
     await fillSource(ds, 'postgres', rows);
     const rounds = Math.max(1, Math.min(3, options.repeats));
-    const ioLimit = 200;
+    const ioLimit = 500;
     options.log('  postgres: I/O-bound handler (10 ms per batch), 1 and 8 processes…');
     const io1 = median(await workersRound(ds, database.url, 'io', ioLimit, 1, rounds));
     const io8 = median(await workersRound(ds, database.url, 'io', ioLimit, 8, rounds));
