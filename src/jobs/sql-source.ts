@@ -101,9 +101,17 @@ export async function sqlSource(
   });
   if (!info) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" does not exist.`);
   const known = new Map(info.columns.map((c) => [c.name, c]));
+  for (const column of keys) {
+    if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);
+  }
+  if (!info.uniqueKeys.some((unique) => unique.every((column) => keys.includes(column)))) {
+    throw new NonUniqueKeyError(
+      `sqlSource: (${keys.join(', ')}) is not unique in "${ref.name}": the key columns must include every column of the ` +
+        'primary key or of one non-partial unique index; keyset pagination over it would skip rows.',
+    );
+  }
   const keyTypes = keys.map((column) => {
-    const found = known.get(column);
-    if (!found) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);
+    const found = known.get(column)!;
     if (!found.keyType) {
       throw new InvalidArgumentError(
         `sqlSource: key "${column}" has type ${found.declaredType || '(none)'}; supported key types are integers, text, uuid, ` +
@@ -112,12 +120,6 @@ export async function sqlSource(
     }
     return found.keyType;
   });
-  if (!info.uniqueKeys.some((unique) => unique.every((column) => keys.includes(column)))) {
-    throw new NonUniqueKeyError(
-      `sqlSource: (${keys.join(', ')}) is not unique in "${ref.name}": the key columns must include every column of the ` +
-        'primary key or of one non-partial unique index; keyset pagination over it would skip rows.',
-    );
-  }
   const selected = columns === undefined ? info.columns.map((c) => c.name) : [...new Set([...keys, ...columns.map((c) => columnName(db, table, c))])];
   for (const column of selected) {
     if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);
