@@ -46,7 +46,7 @@ async function insertRows(tx: EntityManager, driver: BenchDriver, table: string,
   );
 }
 
-/** Milliseconds for `count` worker processes (started and ready beforehand) to finish one job together. */
+/** Milliseconds for `count` worker processes (started and ready beforehand) to finish one job together (TRUNCATE between rounds: DELETE would leave each later round a bloated table). */
 async function workersRound(ds: DataSource, url: string, mode: 'io' | 'copy', limit: number, count: number, rounds: number): Promise<number[]> {
   const children: Child[] = Array.from({ length: count }, () => startChild(WORKER, [url, mode, String(limit), String(PARTITIONS)]));
   try {
@@ -54,7 +54,7 @@ async function workersRound(ds: DataSource, url: string, mode: 'io' | 'copy', li
     const times: number[] = [];
     for (let round = 0; round < rounds; round++) {
       const job = `bench-${mode}-${count}-${round}`;
-      await ds.query('DELETE FROM bench_target');
+      await ds.query('TRUNCATE bench_target');
       const marks = children.map((child) => child.lines.length);
       const started = performance.now();
       for (const child of children) child.send(`go ${job}`);
@@ -102,7 +102,7 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
       warmups: 1,
       repeats: options.repeats,
       prepare: async () => {
-        await ds.query('DELETE FROM bench_target');
+        await ds.query('TRUNCATE bench_target');
         run += 1;
       },
       candidate: () => timed(() => eachPartition(ds, `overhead-p-${run}`, source, 1000, copy, { partitions: PARTITIONS })),
