@@ -2,7 +2,7 @@ import { createTestDatabase, POSTGRES_ADMIN_URL, type TestDatabase } from '../te
 
 export { POSTGRES_ADMIN_URL };
 
-export type BenchDriver = 'sqlite' | 'postgres';
+export type BenchDriver = 'sqlite' | 'postgres' | 'mysql';
 
 /**
  * A database of the bench's own, made as the test suites make theirs: a SQLite file in a temp dir

@@ -81,7 +81,7 @@ export async function generateTyped(path: string, bytes: number): Promise<number
   return rows;
 }
 
-const TABLE = {
+const TABLE: Partial<Record<BenchDriver, string>> = {
   postgres: `CREATE TABLE bench_typed (id integer PRIMARY KEY, price numeric(12,2) NOT NULL, name text NOT NULL,
     created_at timestamp(6) NOT NULL, active boolean NOT NULL, day date NOT NULL)`,
   sqlite: `CREATE TABLE bench_typed (id integer PRIMARY KEY NOT NULL, price numeric(12,2) NOT NULL, name text NOT NULL,
@@ -102,7 +102,7 @@ async function benchDriver(
   const database: BenchDatabase = await createBenchDatabase(driver, 'records');
   try {
     const dataSource: DataSource = await database.open();
-    await dataSource.query(TABLE[driver]);
+    await dataSource.query(TABLE[driver]!);
     const clear = async () => {
       await dataSource.query('DELETE FROM bench_typed');
       await dataSource.query('DELETE FROM checkpoint_imports');

@@ -1,5 +1,5 @@
-// npm run bench [-- --full] [--only each-batch,steps,claims,workers,import,records] [--db sqlite,postgres] [--import-mb N] [--records-mb N]
-// (claims and workers run on PostgreSQL only)
+// npm run bench [-- --full] [--only each-batch,steps,claims,workers,import,records,partitions] [--db sqlite,postgres,mysql]
+//   [--import-mb N] [--records-mb N]   (claims and workers run on PostgreSQL only; mysql: the partitions section only)
 //
 // Measures the library against baselines run side by side in the same process run, prints a
 // table of ratios with their targets, and writes bench/results.json. Default sizes are small
@@ -14,10 +14,11 @@ import { claimsBench } from './claims-bench';
 import { eachBatchBench } from './each-batch-bench';
 import { importBench } from './import-bench';
 import { recordsImportBench } from './records-import-bench';
+import { partitionsBench } from './partitions-bench';
 import { stepBench } from './step-bench';
 import { workersBench } from './workers-bench';
 
-const SECTIONS = ['each-batch', 'steps', 'claims', 'workers', 'import', 'records'] as const;
+const SECTIONS = ['each-batch', 'steps', 'claims', 'workers', 'import', 'records', 'partitions'] as const;
 type Section = (typeof SECTIONS)[number];
 
 function option(name: string): string | undefined {
@@ -70,7 +71,13 @@ async function main(): Promise<void> {
   if (only.includes('records')) {
     log('records-mode import (typed CSV)…');
     const sizeMb = Number(option('records-mb') ?? (full ? 1024 : 20));
-    results.push(...(await recordsImportBench(drivers, { sizeMb, repeats: full ? 1 : 2, typeormRows: full ? 1_000_000 : 100_000, log })));
+    results.push(...(await recordsImportBench(drivers.filter((d) => d !== 'mysql'), { sizeMb, repeats: full ? 1 : 2, typeormRows: full ? 1_000_000 : 100_000, log })));
+    save();
+  }
+
+  if (only.includes('partitions')) {
+    log('partitions (speed-ups on PostgreSQL worker processes; composite keys on each database)…');
+    results.push(...(await partitionsBench({ rows: full ? 1_000_000 : 100_000, repeats: full ? 3 : 5, drivers, log })));
     save();
   }
 

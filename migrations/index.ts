@@ -2,6 +2,7 @@ import { CheckpointJobs1764460800000 } from './1764460800000-CheckpointJobs';
 import { FileCheckpoints1764547200000 } from './1764547200000-FileCheckpoints';
 import { ImportRejects1764633600000 } from './1764633600000-ImportRejects';
 import { LongFileUrls1764720000000 } from './1764720000000-LongFileUrls';
+import { CheckpointPartitions1764806400000 } from './1764806400000-CheckpointPartitions';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -9,4 +10,5 @@ export const checkpointMigrations = [
   FileCheckpoints1764547200000,
   ImportRejects1764633600000,
   LongFileUrls1764720000000,
+  CheckpointPartitions1764806400000,
 ];

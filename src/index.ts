@@ -1,4 +1,4 @@
-export { checkpointEntities, CheckpointJob, FileCheckpoint, type FileStatus, ImportItem, ImportJob } from '../entities';
+export { checkpointEntities, CheckpointJob, CheckpointPartition, FileCheckpoint, type FileStatus, ImportItem, ImportJob } from '../entities';
 export { checkpointMigrations } from '../migrations';
 export * from './core/errors';
 export type { Json } from './core/json';
@@ -12,7 +12,15 @@ export {
   setDefaultDataSource,
 } from './core/transaction';
 export { eachBatch, type EachBatchOptions, type EachBatchResult, type Page, type Source } from './jobs/each-batch';
-export { sqlSource, type SqlSourceOptions } from './jobs/sql-source';
+export { type Partitioning, type PartitionableSource, sqlSource, type SqlSourceOptions } from './jobs/sql-source';
+export {
+  eachPartition,
+  type EachPartitionOptions,
+  type EachPartitionResult,
+  listPartitions,
+  retryDead,
+} from './jobs/partitions';
+export type { PartitionInfo, RangeState } from './jobs/partition-store';
 export { list, type ListFilter, reset, status, type Status } from './jobs/status';
 export { step } from './jobs/step';
 export { Checkpointed, type CheckpointedOptions } from './checkpointed';

@@ -5,6 +5,9 @@ import { InvalidArgumentError } from './core/errors';
 import type { Json } from './core/json';
 import { list, type ListFilter, reset, status, type Status } from './jobs/status';
 import { step } from './jobs/step';
+import { eachPartition, type EachPartitionOptions, type EachPartitionResult, listPartitions, retryDead } from './jobs/partitions';
+import type { PartitionInfo } from './jobs/partition-store';
+import type { PartitionableSource } from './jobs/sql-source';
 import { dataSourceOf, type Db, isEntityManager } from './core/transaction';
 
 /** The package's functions with the `Db` argument bound to the repository's manager. */
@@ -16,6 +19,16 @@ export interface CheckpointRepositoryMethods {
     handler: (items: T[], tx: EntityManager) => unknown,
     options?: EachBatchOptions,
   ): Promise<EachBatchResult>;
+  /** Never joins a transaction: from a transaction's repository it is INVALID_ARGUMENT. */
+  eachPartition<T>(
+    name: string,
+    source: PartitionableSource<T>,
+    limit: number,
+    handler: (items: T[], tx: EntityManager) => unknown,
+    options?: EachPartitionOptions,
+  ): Promise<EachPartitionResult>;
+  retryDead(name: string): Promise<number>;
+  listPartitions(name: string): Promise<PartitionInfo[]>;
   step<T extends Json>(name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T>;
   status(name: string): Promise<Status | null>;
   reset(name: string): Promise<boolean>;
@@ -40,6 +53,15 @@ export function getCheckpointRepository(db: Db): CheckpointRepository {
   return manager.getRepository(CheckpointJob).extend<CheckpointRepositoryMethods>({
     eachBatch(name, source, limit, handler, options) {
       return eachBatch(this.manager, name, source, limit, handler, options);
+    },
+    eachPartition(name, source, limit, handler, options) {
+      return eachPartition(this.manager, name, source, limit, handler, options);
+    },
+    retryDead(name) {
+      return retryDead(this.manager, name);
+    },
+    listPartitions(name) {
+      return listPartitions(this.manager, name);
     },
     step(name, f) {
       return step(this.manager, name, f);

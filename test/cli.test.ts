@@ -4,7 +4,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eachBatch, status, step } from '../src';
+import { eachBatch, eachPartition, listPartitions, sqlSource, status, step } from '../src';
+import { rejection } from './support/expect-code';
 import { CheckpointManager } from '../src/claims/checkpoint-manager';
 import { type Child, startChild } from './support/child';
 import { count, createTestDatabase, DRIVER, sql, useTestDatabase } from './support/database';
@@ -322,6 +323,36 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       expect(human.stdout.join('\n')).to.include('dead letters 1');
       const overview = await cliJson(['status', ...db]);
       expect(overview.json.files).to.include({ pending: 1, completed: 1, deadLetters: 1 });
+    });
+  });
+
+  describe('partitioned jobs', () => {
+    it('status and list show a partitioned job with its ranges; retry-dead revives dead ranges; reset forgets the job and its ranges', async () => {
+      await database.ds.query('CREATE TABLE cli_rows (id integer PRIMARY KEY)');
+      await database.ds.query(sql(`INSERT INTO cli_rows (id) VALUES ${Array.from({ length: 40 }, () => '(?)').join(', ')}`), Array.from({ length: 40 }, (_, i) => i + 1));
+      const source = await sqlSource(database.ds, 'cli_rows', 'id');
+      const failing = (items: Record<string, unknown>[]) => {
+        if (items.some((item) => item.id === 35)) throw new Error('boom');
+      };
+      await rejection(eachPartition(database.ds, 'cli-ranges', source, 10, failing, { partitions: 4, maxRetries: 0 }));
+      await eachPartition(database.ds, 'cli-ranges', source, 10, failing, { partitions: 4, maxRetries: 0 });
+      const [shown, human, listed] = await Promise.all([
+        cliJson(['status', 'cli-ranges', ...db]),
+        cli(['status', 'cli-ranges', ...db]),
+        cliJson(['list', ...db]),
+      ]);
+      expect(shown.json.job).to.deep.include({ kind: 'partitioned', done: false, items: 30, partitions: { pending: 0, running: 0, done: 3, dead: 1 } });
+      expect((shown.json.ranges as { status: string }[]).map((range) => range.status)).to.deep.equal(['done', 'done', 'done', 'dead']);
+      expect(human.stdout.join('\n')).to.include('3 done, 0 running, 0 pending, 1 dead of 4 ranges').and.include('RANGE');
+      expect((listed.json.jobs as { name: string; partitions?: unknown }[]).find((job) => job.name === 'cli-ranges')!.partitions).to.deep.equal({
+        pending: 0, running: 0, done: 3, dead: 1,
+      });
+      const overview = await cliJson(['status', ...db]);
+      expect(overview.json.partitioned).to.deep.include({ total: 1, done: 0, items: 30 });
+      expect((await cliJson(['retry-dead', 'cli-ranges', ...db])).json).to.include({ ok: true, revived: 1 });
+      expect((await listPartitions(database.ds, 'cli-ranges'))[3]).to.include({ status: 'pending', attempts: 0 });
+      expect((await cliJson(['reset', 'cli-ranges', ...db])).json).to.include({ ok: true, job: true });
+      expect(await listPartitions(database.ds, 'cli-ranges')).to.deep.equal([]);
     });
   });
 

@@ -161,6 +161,15 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
     expect(await count(db.ds, sql("SELECT COUNT(*) AS n FROM step_effects WHERE label LIKE 'copied %'"))).to.equal(7);
 
     expect(await service.status('nest:batch')).to.include({ kind: 'batch', done: true, batches: 3, items: 7 });
+
+    const ranged = await service.eachPartition('nest:ranges', source, 2, async (items, tx) => {
+      await tx.getRepository(StepEffect).insert(items.map((item) => ({ id: randomUUID(), label: `ranged ${String(item.id)}` })));
+    }, { partitions: 3 });
+    expect(ranged).to.include({ items: 7, partitions: 3, done: true });
+    expect(await count(db.ds, sql("SELECT COUNT(*) AS n FROM step_effects WHERE label LIKE 'ranged %'"))).to.equal(7);
+    expect((await service.listPartitions('nest:ranges')).map((range) => range.status)).to.deep.equal(['done', 'done', 'done']);
+    expect(await service.retryDead('nest:ranges')).to.equal(0);
+    expect(await service.reset('nest:ranges')).to.equal(true);
     expect((await service.list({ prefix: 'nest:' })).map((s) => s.name)).to.deep.equal(['nest:batch', 'nest:step']);
     expect(await service.reset('nest:step')).to.equal(true);
     expect(await service.status('nest:step')).to.equal(null);

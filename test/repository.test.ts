@@ -9,6 +9,7 @@ import {
   type Json,
   type Page,
   runInTransaction,
+  sqlSource,
   status,
 } from '../src';
 import { DRIVER, useTestDatabase } from './support/database';
@@ -67,6 +68,18 @@ describe(`getCheckpointRepository (${DRIVER})`, () => {
     expect((await repository.list({ kind: 'step', prefix: 'repo ' })).map((s) => s.name)).to.deep.equal(['repo step']);
     expect((await repository.list({ prefix: 'repo ' })).map((s) => s.name)).to.deep.equal(['repo batch', 'repo step']);
     expect((await repository.list()).length).to.be.at.least(2);
+
+    await db.ds.query('CREATE TABLE repo_numbers (n integer PRIMARY KEY)');
+    await db.ds.query('INSERT INTO repo_numbers (n) VALUES (1), (2), (3), (4), (5)');
+    const ranged: number[] = [];
+    const partitioned = await repository.eachPartition('repo ranges', await sqlSource(db.ds, 'repo_numbers', 'n'), 2, (items) => {
+      ranged.push(...items.map((item) => Number(item.n)));
+    }, { partitions: 2 });
+    expect(partitioned).to.deep.equal({ batches: 3, items: 5, partitions: 2, done: true });
+    expect(ranged.sort()).to.deep.equal([1, 2, 3, 4, 5]);
+    expect((await repository.listPartitions('repo ranges')).map((range) => range.items)).to.deep.equal([3, 2]);
+    expect(await repository.retryDead('repo ranges')).to.equal(0);
+    expect(await repository.status('repo ranges')).to.include({ kind: 'partitioned', done: true, items: 5 });
 
     // Plain repository methods read the same table.
     const entity = await repository.findOneBy({ name: 'repo step' });

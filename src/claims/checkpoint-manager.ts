@@ -33,8 +33,9 @@ export type { HandlerStats } from './worker';
 
 export type ProcessFileResult = { claimed: true; stats: ProcessingStats } | { claimed: false; stats: null };
 
-export const DEFAULT_MAX_RETRIES = 3;
-export const DEFAULT_LEASE_MS = 5 * 60 * 1000;
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES } from './lease-rules';
+
+export { DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES };
 
 /** Error messages are diagnostics: U+0000 (which PostgreSQL text refuses) becomes U+FFFD. */
 function storableMessage(message: string): string {

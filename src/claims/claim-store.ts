@@ -99,8 +99,7 @@ export interface ClaimStore {
   summary(now: number): Promise<ClaimSummary>;
 }
 
-/** The error message a lease that expired on the last allowed attempt leaves on its dead letter. */
-export const LEASE_EXPIRED = 'lease expired';
+export { LEASE_EXPIRED } from './lease-rules';
 
 export function claimLost(fileUrl: string, action: string): ClaimLostError {
   return new ClaimLostError(

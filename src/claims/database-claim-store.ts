@@ -13,10 +13,10 @@ import {
   type ClaimSummary,
   type FileRef,
   type HeldClaim,
-  LEASE_EXPIRED,
   type ProcessingStats,
   type Subscription,
 } from './claim-store';
+import { claimableCondition, claimAssignments, deadCondition, expiredOnLastAttempt, fencedCondition, LEASE_EXPIRED } from './lease-rules';
 
 const TABLE = 'file_checkpoints';
 /** The channel `register` and `requeue` notify and idle workers listen on (where the dialect can). */
@@ -111,26 +111,12 @@ export class DatabaseClaimStore implements ClaimStore {
     return `${this.table}.${this.dialect.quote(column)}`;
   }
 
-  /** Pending, failed with retries left, or processing with an expired lease and retries left. */
   private claimable(now: string): string {
-    const c = (column: string) => this.existing(column);
-    return (
-      `(${c('status')} = 'pending' OR (${c('status')} = 'failed' AND ${c('retry_count')} < ${c('max_retries')})` +
-      ` OR (${c('status')} = 'processing' AND ${c('lease_expires_at')} <= ${now} AND ${c('retry_count')} < ${c('max_retries')}))`
-    );
+    return claimableCondition((column) => this.existing(column), now);
   }
 
-  /** The SET list of a claim; `status` last because MySQL applies assignments in order. */
   private claimAssignments(worker: string, startedAt: string, leaseExpiresAt: string): [string, string][] {
-    const c = (column: string) => this.existing(column);
-    return [
-      ['retry_count', `${c('retry_count')} + CASE WHEN ${c('status')} = 'pending' THEN 0 ELSE 1 END`],
-      ['claim_token', `${c('claim_token')} + 1`],
-      ['processed_by', worker],
-      ['started_at', startedAt],
-      ['lease_expires_at', leaseExpiresAt],
-      ['status', "'processing'"],
-    ];
+    return claimAssignments((column) => this.existing(column), worker, startedAt, leaseExpiresAt);
   }
 
   private sql(text: string): string {
@@ -199,7 +185,7 @@ export class DatabaseClaimStore implements ClaimStore {
    */
   private async expireLastAttempts(tx: EntityManager, now: number, fileUrl?: string): Promise<void> {
     const q = (column: string) => this.dialect.quote(column);
-    const expired = `${q('status')} = 'processing' AND ${q('lease_expires_at')} <= ? AND ${q('retry_count')} >= ${q('max_retries')}`;
+    const expired = expiredOnLastAttempt(q, '?');
     const expire = (hashes: string[]) =>
       run(
         tx,
@@ -377,7 +363,7 @@ export class DatabaseClaimStore implements ClaimStore {
   /** The fencing condition: the presented token is current and the file is still processing. */
   private fenced(): string {
     const q = (column: string) => this.dialect.quote(column);
-    return `${this.byUrl()} AND ${q('claim_token')} = ? AND ${q('status')} = 'processing'`;
+    return `${this.byUrl()} AND ${fencedCondition(q, '?')}`;
   }
 
   async complete(fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
@@ -562,7 +548,7 @@ export class DatabaseClaimStore implements ClaimStore {
         await this.expireLastAttempts(tx, now);
         const rows = await run<FileRow[]>(
           tx,
-          `SELECT * FROM ${this.table} WHERE ${q('status')} = 'failed' AND ${q('retry_count')} >= ${q('max_retries')} ORDER BY ${q('file_url')}`,
+          `SELECT * FROM ${this.table} WHERE ${deadCondition(q)} ORDER BY ${q('file_url')}`,
           [],
           'listing dead letters',
         );

@@ -2,6 +2,7 @@ import type { DataSource } from 'typeorm';
 import { list } from '../jobs/status';
 import { importPosition, listImportBatches } from './import-batches';
 import { type Outcome, success } from './outcome';
+import { describeRanges } from './status-command';
 import { formatTime, textTable } from './text-table';
 
 /** `list`: every job and step, then every import batch. */
@@ -12,8 +13,11 @@ export async function listCommand(db: DataSource): Promise<Outcome> {
     ...(jobs.length === 0
       ? ['No jobs or steps.']
       : textTable(
-          ['NAME', 'KIND', 'DONE', 'BATCHES', 'ITEMS', 'UPDATED'],
-          jobs.map((job) => [job.name, job.kind, job.done ? 'yes' : 'no', String(job.batches), String(job.items), formatTime(job.updatedAt)]),
+          ['NAME', 'KIND', 'DONE', 'BATCHES', 'ITEMS', 'RANGES', 'UPDATED'],
+          jobs.map((job) => [
+            job.name, job.kind, job.done ? 'yes' : 'no', String(job.batches), String(job.items),
+            job.partitions ? describeRanges(job.partitions) : '-', formatTime(job.updatedAt),
+          ]),
         )),
     '',
     ...(imports.length === 0

@@ -13,6 +13,7 @@ import { failure, type Outcome, printOutcome } from './outcome';
 import { progressMode } from './progress-reporter';
 import { rejectsCommand } from './rejects-command';
 import { resetCommand } from './reset-command';
+import { retryDeadCommand } from './retry-dead-command';
 import { statusCommand } from './status-command';
 
 interface GlobalOptions {
@@ -139,10 +140,18 @@ function createProgram(done: (outcome: Outcome) => void): Command {
 
   program
     .command('reset')
-    .description("forget a job or step, or delete an import batch's checkpoint and imported rows")
+    .description("forget a job or step (a partitioned job with its ranges), or delete an import batch's checkpoint and imported rows")
     .argument('<name>', 'job, step or import batch')
     .action(async (name: string, _options: unknown, command: Command) => {
       done(await execute(command, true, (db) => resetCommand(db, name)));
+    });
+
+  program
+    .command('retry-dead')
+    .description("make a partitioned job's dead ranges claimable again, each with a fresh attempt budget")
+    .argument('<name>', 'partitioned job')
+    .action(async (name: string, _options: unknown, command: Command) => {
+      done(await execute(command, true, (db) => retryDeadCommand(db, name)));
     });
 
   program

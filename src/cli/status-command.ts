@@ -1,9 +1,31 @@
 import type { DataSource } from 'typeorm';
 import { list, type Status, status } from '../jobs/status';
+import { listPartitions } from '../jobs/partitions';
+import type { PartitionInfo } from '../jobs/partition-store';
 import { type FilesSummary, filesSummary } from './files-summary';
 import { type ImportBatchStatus, importBatchStatus, importPosition, listImportBatches } from './import-batches';
 import { type Outcome, success } from './outcome';
-import { formatTime } from './text-table';
+import { formatTime, textTable } from './text-table';
+
+/** `done 30, running 1, pending 0, dead 1 of 32 ranges`. */
+export function describeRanges(counts: NonNullable<Status['partitions']>): string {
+  const total = counts.pending + counts.running + counts.done + counts.dead;
+  return `${counts.done} done, ${counts.running} running, ${counts.pending} pending, ${counts.dead} dead of ${total} ranges`;
+}
+
+function describePartitioned(job: Status, ranges: PartitionInfo[]): string[] {
+  return [
+    `partitioned job "${job.name}": ${job.done ? 'done' : 'not done'}, ${job.batches} batches, ${job.items} items, ${describeRanges(job.partitions!)}`,
+    `  started ${formatTime(job.startedAt)}, updated ${formatTime(job.updatedAt)}, finished ${formatTime(job.finishedAt)}`,
+    ...textTable(
+      ['RANGE', 'STATUS', 'LOWER', 'UPPER', 'CURSOR', 'ATTEMPTS', 'BATCHES', 'ITEMS', 'WORKER', 'UPDATED'],
+      ranges.map((range) => [
+        String(range.index), range.status, JSON.stringify(range.lower), JSON.stringify(range.upper), JSON.stringify(range.cursor),
+        String(range.attempts), String(range.batches), String(range.items), range.worker ?? '-', formatTime(range.updatedAt),
+      ]),
+    ).map((line) => `  ${line}`),
+  ];
+}
 
 function describeJob(job: Status): string[] {
   return [
@@ -26,10 +48,17 @@ function describeImport(batch: ImportBatchStatus): string[] {
 /** `status <name>`: the job or step of that name and/or the import batch of that id. */
 async function statusOf(db: DataSource, name: string): Promise<Outcome> {
   const job = await status(db, name);
+  const ranges = job?.kind === 'partitioned' ? await listPartitions(db, name) : undefined;
   const batch = await importBatchStatus(db, name);
-  const text = [...(job ? describeJob(job) : []), ...(batch ? describeImport(batch) : [])];
+  const text = [
+    ...(job ? (ranges ? describePartitioned(job, ranges) : describeJob(job)) : []),
+    ...(batch ? describeImport(batch) : []),
+  ];
   if (text.length === 0) text.push(`Nothing named "${name}": no job, step or import batch.`);
-  return success({ command: 'status', name, found: job !== null || batch !== null, job, import: batch }, text);
+  return success(
+    { command: 'status', name, found: job !== null || batch !== null, job, ...(ranges ? { ranges } : {}), import: batch },
+    text,
+  );
 }
 
 /** `status`: counts over every job, step, import batch and file claim. */
@@ -38,6 +67,9 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
   const imports = await listImportBatches(db);
   const files: FilesSummary = await filesSummary(db);
   const batchJobs = jobs.filter((job) => job.kind === 'batch');
+  const partitionedJobs = jobs.filter((job) => job.kind === 'partitioned');
+  const ranges = { pending: 0, running: 0, done: 0, dead: 0 };
+  for (const job of partitionedJobs) for (const state of Object.keys(ranges) as (keyof typeof ranges)[]) ranges[state] += job.partitions![state];
   const summary = {
     jobs: {
       total: batchJobs.length,
@@ -45,7 +77,14 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
       batches: batchJobs.reduce((sum, job) => sum + job.batches, 0),
       items: batchJobs.reduce((sum, job) => sum + job.items, 0),
     },
-    steps: { total: jobs.length - batchJobs.length, done: jobs.filter((job) => job.kind === 'step' && job.done).length },
+    partitioned: {
+      total: partitionedJobs.length,
+      done: partitionedJobs.filter((job) => job.done).length,
+      batches: partitionedJobs.reduce((sum, job) => sum + job.batches, 0),
+      items: partitionedJobs.reduce((sum, job) => sum + job.items, 0),
+      ranges,
+    },
+    steps: { total: jobs.filter((job) => job.kind === 'step').length, done: jobs.filter((job) => job.kind === 'step' && job.done).length },
     imports: {
       total: imports.length,
       done: imports.filter((batch) => batch.done).length,
@@ -57,6 +96,8 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
   const text = [
     `database ${database}`,
     `batch jobs: ${summary.jobs.total} (${summary.jobs.done} done), ${summary.jobs.batches} batches, ${summary.jobs.items} items`,
+    `partitioned jobs: ${summary.partitioned.total} (${summary.partitioned.done} done), ${summary.partitioned.batches} batches, ` +
+      `${summary.partitioned.items} items, ${describeRanges(ranges)}`,
     `steps: ${summary.steps.total} (${summary.steps.done} done)`,
     `imports: ${summary.imports.total} (${summary.imports.done} done), ${summary.imports.rows} rows committed, ${summary.imports.invalid} invalid`,
     `files: ${files.pending} pending, ${files.processing} processing, ${files.completed} completed, ` +

@@ -3,20 +3,25 @@ import type { BoundStatement, CopyAround } from './copy-pipeline';
 import type { CopyRows } from './copy-text';
 import type { RecordColumn } from './record-columns';
 
+/** The column types a keyset key may have; timestamps and dates travel as canonical text. */
+export type KeyType = 'integer' | 'bigint' | 'text' | 'uuid' | 'timestamp' | 'timestamptz' | 'date';
+
 /** The column facts `sqlSource` needs, read from the real database catalogue. */
 export interface ColumnInfo {
   name: string;
   /** Normalised key family; `null` when the type cannot be a keyset key. */
-  keyType: 'integer' | 'bigint' | 'text' | 'uuid' | null;
+  keyType: KeyType | null;
   declaredType: string;
 }
 
 export interface TableInfo {
   columns: ColumnInfo[];
-  /** Columns unique on their own: a single-column primary key or a non-partial, non-expression unique index. */
-  uniqueColumns: Set<string>;
+  /** The column sets that are unique: the primary key and each non-partial, non-expression unique index. */
+  uniqueKeys: string[][];
   /** The table reference to put in SQL, already quoted. */
   quotedTable: string;
+  /** The planner's row estimate where the catalogue keeps one (PostgreSQL's reltuples), else undefined. */
+  estimatedRows?: number;
 }
 
 /** Quoting rules of a SQL dialect that matter when scanning a condition for parameters. */
@@ -144,6 +149,25 @@ export interface Dialect {
    * MySQL: ON DUPLICATE KEY UPDATE (a no-op one for skip), never INSERT IGNORE.
    */
   insertRecords(table: TableRef, columns: string[], rows: number, conflict?: RecordConflict): string;
+  /**
+   * How a key column is read so the cursor holds it exactly: timestamps and dates as canonical
+   * text with all six fraction digits (never through a JS Date); other types as they are.
+   */
+  keyRead(quotedColumn: string, keyType: KeyType): string;
+  /** A bound key value cast back to the column's type (`placeholder` is the driver's mark). */
+  keyBound(placeholder: string, keyType: KeyType): string;
+  /**
+   * The keyset condition `(columns) op (bounds)` in the form the database turns into an index
+   * range scan: row values on PostgreSQL and SQLite; on MySQL/MariaDB the expanded form with a
+   * redundant bound on the leading column. `bound(i)` returns a new placeholder for column i's value
+   * (called once per use, so a form that repeats a value binds it again).
+   */
+  keysetCondition(quotedColumns: string[], op: '>' | '<=', bound: (column: number) => string): string;
+  /**
+   * A clause after the table name that reads a random sample of about `percent` % of its pages
+   * (PostgreSQL's TABLESAMPLE SYSTEM); undefined where the database has none (then an index walk).
+   */
+  readonly sampleClause?: (percentPlaceholder: string) => string;
   /**
    * The collation the checkpoint tables' text columns need so that keys differing only in case,
    * accents or trailing spaces stay different keys; undefined where the default already does.

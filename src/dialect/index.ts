@@ -5,7 +5,7 @@ import { mysql } from './mysql';
 import { postgres } from './postgres';
 import { sqlite } from './sqlite';
 
-export type { ColumnInfo, Dialect, Executed, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
+export type { ColumnInfo, Dialect, Executed, KeyType, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
 export type { RecordColumn, RecordKind } from './record-columns';
 export type { BoundStatement, CopyAround } from './copy-pipeline';
 export { CopyText, type CopyRows, skipCopyRows } from './copy-text';

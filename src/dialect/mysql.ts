@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import type { ColumnInfo, Dialect, TableRef } from './dialect';
 import { integerRange, type RecordColumn } from './record-columns';
-import { affectedRows, executeThroughRunner, qualifiedTable, ready, valueRows } from './shared-sql';
+import { affectedRows, executeThroughRunner, groupKeys, qualifiedTable, ready, valueRows } from './shared-sql';
 
 const MYSQL_INTEGER_BYTES: Record<string, 1 | 2 | 3 | 4 | 8> = { tinyint: 1, smallint: 2, mediumint: 3, int: 4, integer: 4, bigint: 8 };
 
@@ -170,24 +170,23 @@ export const mysql: Dialect = {
       args,
     );
     if (columns.length === 0) return null;
-    const indexes: { indexName: string; columnName: string | null; subPart: number | null; parts: number | string }[] =
-      await manager.query(
-        `SELECT INDEX_NAME AS indexName, MAX(COLUMN_NAME) AS columnName, MAX(SUB_PART) AS subPart, COUNT(*) AS parts
-           FROM information_schema.STATISTICS
-          WHERE TABLE_SCHEMA = ${schemaExpr} AND TABLE_NAME = ? AND NON_UNIQUE = 0
-          GROUP BY INDEX_NAME`,
-        args,
-      );
+    const parts: { indexName: string; columnName: string | null; subPart: number | null }[] = await manager.query(
+      `SELECT INDEX_NAME AS indexName, COLUMN_NAME AS columnName, SUB_PART AS subPart FROM information_schema.STATISTICS
+        WHERE TABLE_SCHEMA = ${schemaExpr} AND TABLE_NAME = ? AND NON_UNIQUE = 0
+        ORDER BY INDEX_NAME, SEQ_IN_INDEX`,
+      args,
+    );
+    // A prefix index (SUB_PART) or a functional one (no COLUMN_NAME) does not make its columns unique.
+    const unusable = new Set(parts.filter((p) => p.columnName === null || p.subPart !== null).map((p) => p.indexName));
+    const usable = parts.filter((p) => !unusable.has(p.indexName)).map((p) => ({ index: p.indexName, attname: p.columnName as string }));
+    // MySQL TIMESTAMP is shown in the session's zone (ambiguous across DST changes): not a key; DATETIME(6) is.
     const keyTypes: Record<string, ColumnInfo['keyType']> = {
       tinyint: 'integer', smallint: 'integer', mediumint: 'integer', int: 'integer', bigint: 'bigint',
-      varchar: 'text', char: 'text', text: 'text', uuid: 'uuid',
+      varchar: 'text', char: 'text', text: 'text', uuid: 'uuid', datetime: 'timestamp', date: 'date',
     };
     return {
       columns: columns.map((c) => ({ name: c.name, declaredType: c.columnType, keyType: keyTypes[c.dataType] ?? null })),
-      // A prefix index (SUB_PART) or a functional index (no COLUMN_NAME) is not unique on the column.
-      uniqueColumns: new Set(
-        indexes.filter((i) => Number(i.parts) === 1 && i.columnName && i.subPart === null).map((i) => i.columnName as string),
-      ),
+      uniqueKeys: groupKeys(usable),
       quotedTable: table.schema ? `${backtick(table.schema)}.${backtick(table.name)}` : backtick(table.name),
     };
   },
@@ -218,5 +217,27 @@ export const mysql: Dialect = {
       ? conflict.update.map((c) => `${backtick(c)} = VALUES(${backtick(c)})`).join(', ')
       : `${k} = ${k}`;
     return `${insert} ON DUPLICATE KEY UPDATE ${updates}`;
+  },
+  keyRead(column, keyType) {
+    if (keyType === 'timestamp') return `DATE_FORMAT(${column}, '%Y-%m-%d %H:%i:%s.%f')`;
+    if (keyType === 'date') return `DATE_FORMAT(${column}, '%Y-%m-%d')`;
+    return column;
+  },
+  keyBound(placeholder, keyType) {
+    if (keyType === 'timestamp') return `CAST(${placeholder} AS DATETIME(6))`;
+    if (keyType === 'date') return `CAST(${placeholder} AS DATE)`;
+    return placeholder;
+  },
+  keysetCondition(columns, op, bound) {
+    // MariaDB does not turn row values into index ranges: a lexicographic OR chain does, with
+    // the redundant bound on the leading column giving the range itself.
+    if (columns.length === 1) return `${columns[0]} ${op} ${bound(0)}`;
+    const strict = op === '>' ? '>' : '<';
+    const leading = `${columns[0]} ${op === '>' ? '>=' : '<='} ${bound(0)}`;
+    const alternatives = columns.map((column, k) => {
+      const equal = columns.slice(0, k).map((previous, j) => `${previous} = ${bound(j)}`);
+      return `(${[...equal, `${column} ${k === columns.length - 1 ? op : strict} ${bound(k)}`].join(' AND ')})`;
+    });
+    return `${leading} AND (${alternatives.join(' OR ')})`;
   },
 };

@@ -4,7 +4,17 @@ import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
 import { listenOnPostgres } from './pg-listen';
 import { integerRange, type RecordColumn } from './record-columns';
-import { affectedRows, defaultCollationIsExact, doubleQuote, onConflictDoNothing, onConflictRecords, onConflictUpdateWhere, questionMarks } from './shared-sql';
+import {
+  affectedRows,
+  defaultCollationIsExact,
+  doubleQuote,
+  groupKeys,
+  onConflictDoNothing,
+  onConflictRecords,
+  onConflictUpdateWhere,
+  questionMarks,
+  rowValueKeyset,
+} from './shared-sql';
 
 const PG_INTEGER_BYTES: Record<string, 2 | 4 | 8> = { int2: 2, int4: 4, int8: 8 };
 const PG_TEXT = new Set(['text', 'varchar', 'bpchar', 'citext', 'name']);
@@ -110,8 +120,8 @@ export const postgres: Dialect = {
       ? "to_regclass(quote_ident($1) || '.' || quote_ident($2))"
       : 'to_regclass(quote_ident($1))';
     const args = table.schema ? [table.schema, table.name] : [table.name];
-    const found: { oid: string | null; ref: string | null }[] = await manager.query(
-      `SELECT ${regclass}::oid AS oid, ${regclass}::text AS ref`,
+    const found: { oid: string | null; ref: string | null; estimate: number | null }[] = await manager.query(
+      `SELECT ${regclass}::oid AS oid, ${regclass}::text AS ref, (SELECT reltuples::float8 FROM pg_class WHERE oid = ${regclass}) AS estimate`,
       args,
     );
     const oid = found[0]?.oid;
@@ -122,20 +132,26 @@ export const postgres: Dialect = {
         WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
       [oid],
     );
-    const unique: { attname: string }[] = await manager.query(
-      `SELECT a.attname FROM pg_index i
-         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    // One row per key column of each usable unique index (the primary key among them), in index order.
+    const parts: { index: string; attname: string }[] = await manager.query(
+      `SELECT i.indexrelid::text AS index, a.attname FROM pg_index i
+         CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, position)
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
         WHERE i.indrelid = $1 AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
-          AND i.indexprs IS NULL AND i.indnkeyatts = 1`,
+          AND i.indexprs IS NULL AND k.position <= i.indnkeyatts
+        ORDER BY i.indexrelid, k.position`,
       [oid],
     );
     const keyTypes: Record<string, ColumnInfo['keyType']> = {
       int2: 'integer', int4: 'integer', int8: 'bigint', text: 'text', varchar: 'text', bpchar: 'text', uuid: 'uuid',
+      timestamp: 'timestamp', timestamptz: 'timestamptz', date: 'date',
     };
     return {
       columns: columns.map((c) => ({ name: c.attname, keyType: keyTypes[c.typname] ?? null, declaredType: c.format })),
-      uniqueColumns: new Set(unique.map((u) => u.attname)),
+      uniqueKeys: groupKeys(parts),
       quotedTable: table.schema ? `${doubleQuote(table.schema)}.${doubleQuote(table.name)}` : doubleQuote(table.name),
+      // -1 (PostgreSQL 14+) or 0: never analysed, no estimate.
+      ...(Number(found[0].estimate) > 0 ? { estimatedRows: Number(found[0].estimate) } : {}),
     };
   },
   storable: { floatSpecials: true, textHoldsNul: false },
@@ -161,4 +177,16 @@ export const postgres: Dialect = {
   insertRecords(table, columns, rows, conflict) {
     return this.sql(onConflictRecords(table, columns, rows, conflict));
   },
+  keyRead(column, keyType) {
+    // to_char keeps every microsecond digit; AT TIME ZONE 'UTC' makes timestamptz text independent of the session's zone.
+    if (keyType === 'timestamp') return `to_char(${column}, 'YYYY-MM-DD HH24:MI:SS.US')`;
+    if (keyType === 'timestamptz') return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+    if (keyType === 'date') return `to_char(${column}, 'YYYY-MM-DD')`;
+    return column;
+  },
+  keyBound(placeholder, keyType) {
+    return keyType === 'timestamp' || keyType === 'timestamptz' || keyType === 'date' ? `${placeholder}::${keyType}` : placeholder;
+  },
+  keysetCondition: rowValueKeyset,
+  sampleClause: (percent) => `TABLESAMPLE SYSTEM (${percent})`,
 };

@@ -62,3 +62,20 @@ export function onConflictRecords(table: TableRef, columns: string[], rows: numb
   if (conflict.mode === 'skip' || conflict.update.length === 0) return `${insert} ${target} DO NOTHING`;
   return `${insert} ${target} DO UPDATE SET ${conflict.update.map((c) => `${doubleQuote(c)} = excluded.${doubleQuote(c)}`).join(', ')}`;
 }
+
+/** PostgreSQL's and SQLite's keyset condition: one row-value comparison, an index range scan on both. */
+export function rowValueKeyset(quotedColumns: string[], op: '>' | '<=', bound: (column: number) => string): string {
+  if (quotedColumns.length === 1) return `${quotedColumns[0]} ${op} ${bound(0)}`;
+  return `(${quotedColumns.join(', ')}) ${op} (${quotedColumns.map((_, i) => bound(i)).join(', ')})`;
+}
+
+/** Catalogue rows (one per column of a unique key, in key order) grouped into the keys' column lists. */
+export function groupKeys(parts: { index: string; attname: string }[]): string[][] {
+  const keys = new Map<string, string[]>();
+  for (const part of parts) {
+    const columns = keys.get(part.index) ?? [];
+    columns.push(part.attname);
+    keys.set(part.index, columns);
+  }
+  return [...keys.values()];
+}

@@ -1,5 +1,5 @@
-import type { Dialect } from './dialect';
 import { integerRange, type RecordColumn, typeArguments } from './record-columns';
+import type { Dialect, KeyType } from './dialect';
 import {
   affectedRows,
   defaultCollationIsExact,
@@ -9,10 +9,12 @@ import {
   onConflictRecords,
   onConflictUpdateWhere,
   ready,
+  rowValueKeyset,
 } from './shared-sql';
 
 const SQLITE_INTEGER = /INT/i;
 const SQLITE_TEXT = /CHAR|CLOB|TEXT/i;
+const SQLITE_DATE = /DATE|TIME/i;
 /**
  * As TypeORM's SQLite drivers store a Date ('YYYY-MM-DD HH:MM:SS.SSS' in UTC) and a boolean (1/0):
  * better-sqlite3 refuses JS booleans, and TypeORM 0.3 passes them through unconverted.
@@ -62,29 +64,29 @@ export const sqlite: Dialect = {
       [table.name],
     );
     if (columns.length === 0) return null;
-    const unique = new Set<string>();
-    const pk = columns.filter((c) => c.pk > 0);
-    if (pk.length === 1) unique.add(pk[0].name);
-    const indexes: { name: string; unique: number; partial: number }[] = await manager.query(
-      'SELECT name, "unique", partial FROM pragma_index_list(?)',
+    const uniqueKeys: string[][] = [];
+    const pk = columns.filter((c) => c.pk > 0).sort((x, y) => x.pk - y.pk);
+    if (pk.length > 0) uniqueKeys.push(pk.map((c) => c.name));
+    const indexes: { name: string; unique: number; partial: number; origin: string }[] = await manager.query(
+      'SELECT name, "unique", partial, origin FROM pragma_index_list(?)',
       [table.name],
     );
     for (const index of indexes) {
-      if (!index.unique || index.partial) continue;
-      const parts: { cid: number; name: string | null }[] = await manager.query(
-        'SELECT cid, name FROM pragma_index_info(?)',
+      if (!index.unique || index.partial || index.origin === 'pk') continue;
+      const parts: { seqno: number; cid: number; name: string | null }[] = await manager.query(
+        'SELECT seqno, cid, name FROM pragma_index_info(?) ORDER BY seqno',
         [index.name],
       );
       // cid -2 is an expression, -1 the rowid: neither is a plain column.
-      if (parts.length === 1 && parts[0].cid >= 0 && parts[0].name) unique.add(parts[0].name);
+      if (parts.length > 0 && parts.every((part) => part.cid >= 0 && part.name)) uniqueKeys.push(parts.map((part) => part.name as string));
     }
     return {
       columns: columns.map((c) => ({
         name: c.name,
         declaredType: c.type,
-        keyType: SQLITE_INTEGER.test(c.type) ? 'integer' : SQLITE_TEXT.test(c.type) ? 'text' : null,
+        keyType: sqliteKeyType(c.type),
       })),
-      uniqueColumns: unique,
+      uniqueKeys,
       quotedTable: doubleQuote(table.name),
     };
   },
@@ -100,6 +102,10 @@ export const sqlite: Dialect = {
     return columns.map((c) => sqliteRecordColumn(c, keys.length === 1 && c.pk > 0 && c.type.toLowerCase() === 'integer'));
   },
   insertRecords: onConflictRecords,
+  // SQLite stores dates and times as the text it was given: that text is the key, compared as text.
+  keyRead: (column) => column,
+  keyBound: (placeholder) => placeholder,
+  keysetCondition: rowValueKeyset,
 };
 
 /** Records mode's column kind for a declared SQLite type (its affinity alone says too little). */
@@ -126,4 +132,11 @@ function sqliteRecordColumn(column: { name: string; type: string; notnull: numbe
   if (/^json/.test(declared)) return { ...base, kind: 'json' };
   if (SQLITE_TEXT.test(declared) || declared === '') return { ...base, kind: 'text', length: first ?? null };
   return { ...base, kind: 'other' };
+}
+
+function sqliteKeyType(declared: string): KeyType | null {
+  if (SQLITE_INTEGER.test(declared)) return 'integer';
+  if (SQLITE_TEXT.test(declared)) return 'text';
+  if (SQLITE_DATE.test(declared)) return 'timestamp';
+  return null;
 }

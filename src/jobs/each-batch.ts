@@ -45,7 +45,7 @@ function validate(name: unknown, source: unknown, limit: unknown, handler: unkno
   }
 }
 
-function checkFingerprint(row: JobRow, fingerprint: string | undefined): void {
+export function checkFingerprint(row: JobRow, fingerprint: string | undefined): void {
   if (fingerprint !== undefined && row.fingerprint !== null && row.fingerprint !== fingerprint) {
     throw new FingerprintMismatchError(
       `Job "${row.name}" was started with fingerprint "${row.fingerprint}", not "${fingerprint}": it is another input. ` +
@@ -54,7 +54,7 @@ function checkFingerprint(row: JobRow, fingerprint: string | undefined): void {
   }
 }
 
-function checkPage<T>(page: unknown): Page<T> {
+export function checkPage<T>(page: unknown): Page<T> {
   const candidate = page as Page<T> | null;
   if (typeof candidate !== 'object' || candidate === null || !Array.isArray(candidate.items) || !('next' in candidate)) {
     throw new InvalidArgumentError('eachBatch: the source must return { items: [...], next: cursor }.');

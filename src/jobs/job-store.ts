@@ -5,7 +5,7 @@ import { InvalidArgumentError } from '../core/errors';
 import { decodeJson, type Json } from '../core/json';
 import { dataSourceOf } from '../core/transaction';
 
-export type JobKind = 'batch' | 'step';
+export type JobKind = 'batch' | 'step' | 'partitioned';
 
 /** The stored state of a batch job or step. Times are milliseconds since the Unix epoch. */
 export interface Status {
@@ -19,6 +19,8 @@ export interface Status {
   startedAt: number;
   updatedAt: number;
   finishedAt: number | null;
+  /** Partitioned jobs only: their ranges by state (a released range is pending). */
+  partitions?: { pending: number; running: number; done: number; dead: number };
 }
 
 /** A `checkpoint_jobs` row as the drivers return it (pg: int8 as string, sqlite/mysql: 0/1 booleans). */

@@ -1,10 +1,11 @@
-import type { EntityTarget } from 'typeorm';
+import type { EntityManager, EntityTarget } from 'typeorm';
 import { isInvalidStatement, ownStatementError } from '../core/database-errors';
-import { dialectOf, type TableRef } from '../dialect';
+import { dialectOf, type KeyType, type TableRef } from '../dialect';
 import type { Page, Source } from './each-batch';
 import { InvalidArgumentError, NonUniqueKeyError } from '../core/errors';
 import type { Json } from '../core/json';
 import { bindNamedParameters } from '../core/named-parameters';
+import { run } from '../core/run-statement';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 
 export interface SqlSourceOptions {
@@ -37,17 +38,46 @@ function columnName(db: Db, table: unknown, name: string): string {
 }
 
 /**
- * A keyset-paginated source over `table` for `eachBatch`: each batch is the next `limit` rows
- * with `key > cursor` ordered by `key`, never OFFSET, so every batch costs the same. `key` must be
- * unique on its own (checked against the database catalogue: NON_UNIQUE_KEY otherwise).
+ * What `eachPartition` needs of a source beyond `eachBatch`'s: boundaries that split its rows into
+ * ranges of similar row counts, and pages bounded above. Every `sqlSource` is one.
+ */
+export interface Partitioning<T> {
+  /** At most `count - 1` ascending key values (cursor form) taken from the data itself. */
+  boundaries(count: number, tx: EntityManager): Promise<Json[]>;
+  /** The next page after `after` (null: from the first row) with keys up to `upTo` inclusive (null: no bound); `next: null` on the range's last page. */
+  page(after: Json, upTo: Json, limit: number, tx: EntityManager): Promise<Page<T>>;
+}
+
+/** A source `eachPartition` can split into ranges. */
+export type PartitionableSource<T> = Source<T> & { readonly partitioning: Partitioning<T> };
+
+export function isPartitionable<T>(source: Source<T>): source is PartitionableSource<T> {
+  const partitioning = (source as Partial<PartitionableSource<T>>).partitioning;
+  return typeof partitioning === 'object' && partitioning !== null && typeof partitioning.page === 'function';
+}
+
+function keyColumns(db: Db, table: unknown, key: unknown): string[] {
+  const names = typeof key === 'string' ? [key] : key;
+  if (!Array.isArray(names) || names.length === 0 || names.some((name) => typeof name !== 'string' || name.length === 0)) {
+    throw new InvalidArgumentError('sqlSource: key must be a column name or a non-empty array of column names.');
+  }
+  const columns = names.map((name: string) => columnName(db, table, name));
+  if (new Set(columns).size !== columns.length) throw new InvalidArgumentError('sqlSource: key names a column twice.');
+  return columns;
+}
+
+/**
+ * A keyset-paginated source over `table` for `eachBatch` and `eachPartition`: each batch is the
+ * next `limit` rows after the cursor in key order, never OFFSET, so every batch costs the same.
+ * The key (one column or several) must be unique (checked against the catalogue: NON_UNIQUE_KEY).
  */
 export async function sqlSource(
   db: Db,
   table: string | EntityTarget<unknown>,
-  key: string,
+  key: string | string[],
   options: SqlSourceOptions = {},
-): Promise<Source<Record<string, unknown>>> {
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('sqlSource: key must be a column name.');
+): Promise<PartitionableSource<Record<string, unknown>>> {
+  const keys = keyColumns(db, table, key);
   const { where, parameters = {}, columns } = options;
   if (where !== undefined && (typeof where !== 'string' || where.trim() === '')) {
     throw new InvalidArgumentError('sqlSource: where must be a non-empty SQL condition.');
@@ -62,7 +92,6 @@ export async function sqlSource(
   const dataSource = dataSourceOf(db);
   const dialect = dialectOf(dataSource);
   const ref = resolveTable(db, table);
-  const keyColumn = columnName(db, table, key);
   const info = await transact(db, async (tx) => {
     try {
       return await dialect.tableInfo(tx, ref);
@@ -72,21 +101,27 @@ export async function sqlSource(
   });
   if (!info) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" does not exist.`);
   const known = new Map(info.columns.map((c) => [c.name, c]));
-  const keyInfo = known.get(keyColumn);
-  if (!keyInfo) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${keyColumn}".`);
-  if (!info.uniqueColumns.has(keyColumn)) {
+  for (const column of keys) {
+    if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);
+  }
+  if (!info.uniqueKeys.some((unique) => unique.every((column) => keys.includes(column)))) {
     throw new NonUniqueKeyError(
-      `sqlSource: "${keyColumn}" is not unique on its own in "${ref.name}" (it needs a single-column primary key or ` +
-        'a non-partial unique index on exactly that column); keyset pagination over it would skip rows.',
+      `sqlSource: (${keys.join(', ')}) is not unique in "${ref.name}": the key columns must include every column of the ` +
+        'primary key or of one non-partial unique index; keyset pagination over it would skip rows.',
     );
   }
-  if (!keyInfo.keyType) {
-    throw new InvalidArgumentError(
-      `sqlSource: key "${keyColumn}" has type ${keyInfo.declaredType || '(none)'}; supported key types are integers, text and uuid.`,
-    );
-  }
-  const selected = columns === undefined ? undefined : [...new Set([keyColumn, ...columns.map((c) => columnName(db, table, c))])];
-  for (const column of selected ?? []) {
+  const keyTypes = keys.map((column) => {
+    const found = known.get(column)!;
+    if (!found.keyType) {
+      throw new InvalidArgumentError(
+        `sqlSource: key "${column}" has type ${found.declaredType || '(none)'}; supported key types are integers, text, uuid, ` +
+          'timestamps and dates.',
+      );
+    }
+    return found.keyType;
+  });
+  const selected = columns === undefined ? info.columns.map((c) => c.name) : [...new Set([...keys, ...columns.map((c) => columnName(db, table, c))])];
+  for (const column of selected) {
     if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);
   }
 
@@ -94,19 +129,69 @@ export async function sqlSource(
   // inside a quoted table or column name and write numbers into SQLite's SQL text. Values (where
   // parameters, cursor, limit) are always bound; the text is the same for every batch.
   const condition = where === undefined ? { text: '', values: [] } : bindNamedParameters(where, parameters, dialect);
-  const quotedKey = dialect.quote(keyColumn);
-  const list = selected ? selected.map((c) => dialect.quote(c)).join(', ') : '*';
+  // Qualified: a key read as text is selected under its own name, and ORDER BY must use the column (its index).
+  const qualified = keys.map((column) => `${info.quotedTable}.${dialect.quote(column)}`);
+  const keyRead = (column: string, i: number) => `${dialect.keyRead(qualified[i], keyTypes[i])} AS ${dialect.quote(column)}`;
+  const rowList = selected.map((column) => (keys.includes(column) ? keyRead(column, keys.indexOf(column)) : dialect.quote(column))).join(', ');
+  const keyList = keys.map(keyRead).join(', ');
+  const notNull = qualified.map((column) => `${column} IS NOT NULL`).join(' AND ');
   const filter = where === undefined ? '' : ` AND (${condition.text})`;
-  const after = (first: boolean) => (first ? '' : ` AND ${quotedKey} > ${dialect.placeholder(condition.values.length + 1)}`);
-  const limitAt = (first: boolean) => dialect.placeholder(condition.values.length + (first ? 1 : 2));
-  const text = (first: boolean) =>
-    `SELECT ${list} FROM ${info.quotedTable} WHERE ${quotedKey} IS NOT NULL${filter}${after(first)} ORDER BY ${quotedKey} LIMIT ${limitAt(first)}`;
-  const keyType = keyInfo.keyType;
+  const orderBy = qualified.join(', ');
+
+  /** SELECT text and the order of key values it binds (`after`'s then `upTo`'s column indexes). */
+  const statement = (list: string, after: boolean, upTo: boolean, tail: (placeholders: number) => string) => {
+    let placeholders = condition.values.length;
+    const bindings: { bound: 'after' | 'upTo'; column: number }[] = [];
+    const bound = (which: 'after' | 'upTo') => (column: number) => {
+      bindings.push({ bound: which, column });
+      return dialect.keyBound(dialect.placeholder(++placeholders), keyTypes[column]);
+    };
+    const lower = after ? ` AND ${dialect.keysetCondition(qualified, '>', bound('after'))}` : '';
+    const upper = upTo ? ` AND ${dialect.keysetCondition(qualified, '<=', bound('upTo'))}` : '';
+    const text = `SELECT ${list} FROM ${info.quotedTable} WHERE ${notNull}${filter}${lower}${upper} ORDER BY ${orderBy} ${tail(placeholders)}`;
+    return { text, bindings };
+  };
+  const limitTail = (n: number) => `LIMIT ${dialect.placeholder(n + 1)}`;
+  const pageStatements = new Map<string, ReturnType<typeof statement>>();
+  const pageStatement = (after: boolean, upTo: boolean) => {
+    const id = `${after}:${upTo}`;
+    let found = pageStatements.get(id);
+    if (!found) pageStatements.set(id, (found = statement(rowList, after, upTo, limitTail)));
+    return found;
+  };
+  const bindKeys = (bindings: { bound: 'after' | 'upTo'; column: number }[], after: unknown[], upTo: unknown[]) =>
+    bindings.map(({ bound, column }) => (bound === 'after' ? after : upTo)[column]);
+  const keyValues = (value: Json, what: string): unknown[] => {
+    if (keys.length === 1) return [value];
+    if (!Array.isArray(value) || value.length !== keys.length) {
+      throw new InvalidArgumentError(`sqlSource: the ${what} must be an array of ${keys.length} key values, got ${JSON.stringify(value)}.`);
+    }
+    return value;
+  };
+  const cursorOfRow = (row: Record<string, unknown>): Json => {
+    const values = keys.map((column, i) => cursorOf(row[column], keyTypes[i]));
+    return keys.length === 1 ? values[0] : values;
+  };
+
+  const page = async (after: Json, upTo: Json, limit: number, tx: EntityManager): Promise<Page<Record<string, unknown>>> => {
+    if (!Number.isSafeInteger(limit) || limit <= 0) throw new InvalidArgumentError('sqlSource: limit must be a positive safe integer.');
+    const { text, bindings } = pageStatement(after !== null, upTo !== null);
+    const afterValues = after === null ? [] : keyValues(after, 'cursor');
+    const upToValues = upTo === null ? [] : keyValues(upTo, 'range bound');
+    let rows: Record<string, unknown>[];
+    try {
+      rows = (await tx.query(text, [...condition.values, ...bindKeys(bindings, afterValues, upToValues), limit])) as Record<string, unknown>[];
+    } catch (error) {
+      throw ownStatementError(error, `reading the next rows of table "${ref.name}"`);
+    }
+    if (rows.length === 0) return { items: [], next: null };
+    return { items: rows, next: cursorOfRow(rows[rows.length - 1]) };
+  };
 
   // A condition naming an unknown column, or not SQL at all, is refused now, not in the first batch.
   if (where !== undefined) await transact(db, async (tx) => {
     try {
-      await tx.query(text(true), [...condition.values, 0]);
+      await tx.query(pageStatement(false, false).text, [...condition.values, 0]);
     } catch (error) {
       if (isInvalidStatement(error)) {
         throw new InvalidArgumentError(
@@ -118,23 +203,71 @@ export async function sqlSource(
     }
   });
 
-  return async (cursor: Json, limit: number, tx): Promise<Page<Record<string, unknown>>> => {
-    if (!Number.isSafeInteger(limit) || limit <= 0) throw new InvalidArgumentError('sqlSource: limit must be a positive safe integer.');
-    const first = cursor === null;
-    let rows: Record<string, unknown>[];
-    try {
-      rows = (await tx.query(text(first), [...condition.values, ...(first ? [] : [cursor]), limit])) as Record<string, unknown>[];
-    } catch (error) {
-      throw ownStatementError(error, `reading the next rows of table "${ref.name}"`);
-    }
-    if (rows.length === 0) return { items: [], next: null };
-    const last = rows[rows.length - 1][keyColumn];
-    return { items: rows, next: cursorOf(last, keyType) };
+  // Quantiles of a random sample of pages, where the database samples and the table is big
+  // enough for a sample to be cheaper than a walk. The database numbers the sampled rows in key
+  // order and returns only the rows at the quantiles (row rn ends a range when rn * count / total
+  // steps to the next integer).
+  const sampled = async (count: number, tx: EntityManager, what: string): Promise<Json[] | undefined> => {
+    const estimated = info.estimatedRows ?? 0;
+    if (!dialect.sampleClause || estimated < SAMPLE_FROM_ROWS) return undefined;
+    const percent = Math.min(100, (100 * Math.max(SAMPLE_ROWS, count * 1000)) / estimated);
+    const at = (n: number) => dialect.placeholder(condition.values.length + n);
+    const q = (name: string) => dialect.quote(name);
+    const text =
+      `SELECT ${keys.map((column) => q(column)).join(', ')} FROM (SELECT ${keyList}, ` +
+      `row_number() OVER (ORDER BY ${orderBy}) AS ${q('__rn')}, count(*) OVER () AS ${q('__total')} ` +
+      `FROM ${info.quotedTable} ${dialect.sampleClause(at(1))} WHERE ${notNull}${filter}) ${q('__sample')} ` +
+      `WHERE ${q('__rn')} < ${q('__total')} AND ${q('__total')} >= ${at(2)} * 10 ` +
+      `AND (${q('__rn')} * ${at(2)}) / ${q('__total')} <> ((${q('__rn')} - 1) * ${at(2)}) / ${q('__total')} ORDER BY ${q('__rn')}`;
+    const rows = await run<Record<string, unknown>[]>(tx, text, [...condition.values, percent, count], what);
+    return rows.length === count - 1 ? rows.map(cursorOfRow) : undefined;
   };
+
+  // An index walk: count the rows, then step from boundary to boundary, each step reading the
+  // next `size` index entries once — the whole walk costs about one index scan.
+  const boundaries = async (count: number, tx: EntityManager): Promise<Json[]> => {
+    const what = `planning ranges of table "${ref.name}"`;
+    const fromSample = await sampled(count, tx, what);
+    if (fromSample) return fromSample;
+    const counted = await run<{ total: number | string }[]>(
+      tx,
+      `SELECT COUNT(*) AS ${dialect.quote('total')} FROM ${info.quotedTable} WHERE ${notNull}${filter}`,
+      condition.values,
+      what,
+    );
+    const total = Number(counted[0].total);
+    const size = Math.ceil(total / count);
+    const offsetTail = (n: number) => `LIMIT 1 OFFSET ${dialect.placeholder(n + 1)}`;
+    const first = statement(keyList, false, false, offsetTail);
+    const next = statement(keyList, true, false, offsetTail);
+    const found: Json[] = [];
+    let previous: Json = null;
+    for (let i = 1; i < count && size > 0 && i * size < total; i++) {
+      const { text, bindings } = previous === null ? first : next;
+      const afterValues = previous === null ? [] : keyValues(previous, 'cursor');
+      const rows = await run<Record<string, unknown>[]>(tx, text, [...condition.values, ...bindKeys(bindings, afterValues, []), size - 1], what);
+      if (rows.length === 0) break;
+      previous = cursorOfRow(rows[0]);
+      found.push(previous);
+    }
+    return found;
+  };
+
+  const source: Source<Record<string, unknown>> = (cursor, limit, tx) => page(cursor, null, limit, tx);
+  // Within a range a short page is its last: that saves each range a transaction that reads nothing.
+  const rangePage = async (after: Json, upTo: Json, limit: number, tx: EntityManager) => {
+    const found = await page(after, upTo, limit, tx);
+    return found.items.length < limit ? { items: found.items, next: null } : found;
+  };
+  return Object.assign(source, { partitioning: { boundaries, page: rangePage } });
 }
 
+/** Tables estimated at fewer rows are planned by an exact index walk; bigger ones from a sample of about SAMPLE_ROWS rows (more for many ranges). */
+const SAMPLE_FROM_ROWS = 200_000;
+const SAMPLE_ROWS = 100_000;
+
 /** An int8 key within 2^53 becomes a number; beyond, it stays a decimal string (cast back by the database). */
-function cursorOf(value: unknown, keyType: string): Json {
+function cursorOf(value: unknown, keyType: KeyType): Json {
   if (keyType === 'bigint' || keyType === 'integer') {
     if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString();
     if (typeof value === 'string' && Number.isSafeInteger(Number(value))) return Number(value);

@@ -1,5 +1,7 @@
 import { InvalidArgumentError } from '../core/errors';
-import { deleteJob, type JobKind, lockJob, readJob, selectJobs, type Status, toStatus, validateName } from './job-store';
+import type { EntityManager } from 'typeorm';
+import { deleteJob, type JobKind, type JobRow, lockJob, readJob, selectJobs, type Status, toStatus, validateName } from './job-store';
+import { deleteRanges, rangeTotals } from './partition-store';
 import { type Db, transact } from '../core/transaction';
 
 export type { Status } from './job-store';
@@ -20,8 +22,10 @@ export function compareCodePoints(a: string, b: string): number {
 /** The stored state of a job or step, or null if it never ran (or was reset). */
 export async function status(db: Db, name: string): Promise<Status | null> {
   validateName(name);
-  const row = await transact(db, (tx) => readJob(tx, name));
-  return row ? toStatus(row) : null;
+  return transact(db, async (tx) => {
+    const row = await readJob(tx, name);
+    return row ? (await withRanges(tx, [row]))[0] : null;
+  });
 }
 
 /** Forgets a job or step; true if there was one. It does not undo the writes the job made. */
@@ -31,7 +35,10 @@ export async function reset(db: Db, name: string): Promise<boolean> {
     // Locked, not just read: on SQLite a read before the first write would make the delete fail
     // with SQLITE_BUSY when another process wrote in between, instead of waiting its turn.
     const existed = (await lockJob(tx, name)) !== undefined;
-    if (existed) await deleteJob(tx, name);
+    if (existed) {
+      await deleteJob(tx, name);
+      await deleteRanges(tx, name);
+    }
     return existed;
   });
 }
@@ -45,8 +52,8 @@ export interface ListFilter {
 /** Every stored job and step matching the filter, ordered by name (code point order). */
 export async function list(db: Db, filter: ListFilter = {}): Promise<Status[]> {
   if (typeof filter !== 'object' || filter === null) throw new InvalidArgumentError('list: filter must be an object.');
-  if (filter.kind !== undefined && filter.kind !== 'batch' && filter.kind !== 'step') {
-    throw new InvalidArgumentError(`list: kind must be 'batch' or 'step', got ${String(filter.kind)}.`);
+  if (filter.kind !== undefined && filter.kind !== 'batch' && filter.kind !== 'step' && filter.kind !== 'partitioned') {
+    throw new InvalidArgumentError(`list: kind must be 'batch', 'step' or 'partitioned', got ${String(filter.kind)}.`);
   }
   if (filter.done !== undefined && typeof filter.done !== 'boolean') {
     throw new InvalidArgumentError('list: done must be a boolean.');
@@ -54,6 +61,18 @@ export async function list(db: Db, filter: ListFilter = {}): Promise<Status[]> {
   if (filter.prefix !== undefined && typeof filter.prefix !== 'string') {
     throw new InvalidArgumentError('list: prefix must be a string.');
   }
-  const rows = await transact(db, (tx) => selectJobs(tx, filter));
-  return rows.map(toStatus).sort((a, b) => compareCodePoints(a.name, b.name));
+  const statuses = await transact(db, async (tx) => withRanges(tx, await selectJobs(tx, filter)));
+  return statuses.sort((a, b) => compareCodePoints(a.name, b.name));
+}
+
+/** Statuses of job rows; a partitioned job's totals and range counts come from its ranges (its row is not updated per batch). */
+async function withRanges(tx: EntityManager, rows: JobRow[]): Promise<Status[]> {
+  const now = Date.now();
+  const totals = await rangeTotals(tx, rows.filter((row) => row.kind === 'partitioned').map((row) => row.name), now);
+  return rows.map((row) => {
+    const status = toStatus(row);
+    if (row.kind !== 'partitioned') return status;
+    const total = totals.get(row.name) ?? { partitions: { pending: 0, running: 0, done: 0, dead: 0 }, batches: 0, items: 0, updatedAt: 0 };
+    return { ...status, batches: total.batches, items: total.items, updatedAt: Math.max(status.updatedAt, total.updatedAt), partitions: total.partitions };
+  });
 }

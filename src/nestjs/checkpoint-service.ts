@@ -11,9 +11,11 @@ import { replaceImport } from '../import/replace-import';
 import type { Row } from '../import/row';
 import type { Json } from '../core/json';
 import { type CheckpointRepository, getCheckpointRepository } from '../repository';
-import { sqlSource, type SqlSourceOptions } from '../jobs/sql-source';
+import { type PartitionableSource, sqlSource, type SqlSourceOptions } from '../jobs/sql-source';
 import { list, type ListFilter, reset, status, type Status } from '../jobs/status';
 import { step } from '../jobs/step';
+import { eachPartition, type EachPartitionOptions, type EachPartitionResult, listPartitions, retryDead } from '../jobs/partitions';
+import type { PartitionInfo } from '../jobs/partition-store';
 import { currentManager, getDefaultDataSource, runInTransaction, setDefaultDataSource } from '../core/transaction';
 import type { CheckpointServiceOptions } from './checkpoint-module-options';
 
@@ -52,7 +54,30 @@ export class CheckpointService implements OnModuleInit, OnModuleDestroy {
     return eachBatch(this.dataSource, name, source, limit, handler, options);
   }
 
-  sqlSource(table: string | EntityTarget<unknown>, key: string, options?: SqlSourceOptions): Promise<Source<Record<string, unknown>>> {
+  /** Runs one job split into ranges across every process that calls it (never inside a transaction). */
+  eachPartition<T>(
+    name: string,
+    source: PartitionableSource<T>,
+    limit: number,
+    handler: (items: T[], tx: EntityManager) => unknown,
+    options?: EachPartitionOptions,
+  ): Promise<EachPartitionResult> {
+    return eachPartition(this.dataSource, name, source, limit, handler, options);
+  }
+
+  retryDead(name: string): Promise<number> {
+    return retryDead(this.dataSource, name);
+  }
+
+  listPartitions(name: string): Promise<PartitionInfo[]> {
+    return listPartitions(this.dataSource, name);
+  }
+
+  sqlSource(
+    table: string | EntityTarget<unknown>,
+    key: string | string[],
+    options?: SqlSourceOptions,
+  ): Promise<PartitionableSource<Record<string, unknown>>> {
     return sqlSource(this.dataSource, table, key, options);
   }
 

@@ -1,0 +1,244 @@
+// eachPartition: the speed-up of N worker processes over one, its overhead over eachBatch, the cost
+// of planning, and composite-key sqlSource against a hand-written keyset loop over (created_at, id).
+import { performance } from 'node:perf_hooks';
+import type { DataSource, EntityManager } from 'typeorm';
+import { eachBatch, eachPartition, reset, sqlSource } from '../src';
+import { type Child, startChild } from '../test/support/child';
+import { type BenchDriver, createBenchDatabase, placeholders } from './bench-database';
+import { type BenchResult, result } from './bench-result';
+import { mean, median, sideBySide, timed } from './timing';
+
+const WORKER = 'bench/workers/partition-worker.ts';
+const PARTITIONS = 32;
+const WINDOW = 10;
+
+export interface PartitionsBenchOptions {
+  rows: number;
+  repeats: number;
+  /** Databases for the composite-key rows; the process speed-ups run on PostgreSQL. */
+  drivers: BenchDriver[];
+  log: (line: string) => void;
+}
+
+async function fillSource(ds: DataSource, driver: BenchDriver, rows: number): Promise<void> {
+  for (const table of ['bench_source', 'bench_target']) {
+    await ds.query(`CREATE TABLE ${table} (id integer PRIMARY KEY, name varchar(64) NOT NULL, amount integer NOT NULL)`);
+  }
+  if (driver === 'postgres') {
+    await ds.query(`INSERT INTO bench_source SELECT g, 'customer-' || g, (g::bigint * 7919) % 100000 FROM generate_series(1, $1) g`, [rows]);
+    await ds.query('ANALYZE bench_source');
+  } else if (driver === 'mysql') {
+    await ds.query(`INSERT INTO bench_source SELECT seq, CONCAT('customer-', seq), (seq * 7919) % 100000 FROM seq_1_to_${rows}`);
+  } else {
+    await ds.query(
+      `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?)
+       INSERT INTO bench_source SELECT g, 'customer-' || g, (g * 7919) % 100000 FROM s`,
+      [rows],
+    );
+  }
+}
+
+async function insertRows(tx: EntityManager, driver: BenchDriver, table: string, columns: string[], rows: Record<string, unknown>[]): Promise<void> {
+  const marks = `(${columns.map(() => '?').join(', ')})`;
+  await tx.query(
+    placeholders(driver, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${rows.map(() => marks).join(', ')}`),
+    rows.flatMap((row) => columns.map((column) => row[column])),
+  );
+}
+
+/** Milliseconds for `count` worker processes (started and ready beforehand) to finish one job together (TRUNCATE between rounds: DELETE would leave each later round a bloated table). */
+async function workersRound(ds: DataSource, url: string, mode: 'io' | 'copy', limit: number, count: number, rounds: number): Promise<number[]> {
+  const children: Child[] = Array.from({ length: count }, () => startChild(WORKER, [url, mode, String(limit), String(PARTITIONS)]));
+  try {
+    await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
+    const times: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const job = `bench-${mode}-${count}-${round}`;
+      await ds.query('TRUNCATE bench_target');
+      const marks = children.map((child) => child.lines.length);
+      const started = performance.now();
+      for (const child of children) child.send(`go ${job}`);
+      await Promise.all(children.map((child, i) => child.waitForLine((line) => line.startsWith('done') && child.lines.lastIndexOf(line) >= marks[i])));
+      times.push(performance.now() - started);
+      await reset(ds, job);
+    }
+    return times;
+  } finally {
+    for (const child of children) child.send('exit');
+    await Promise.all(children.map((child) => child.exited));
+  }
+}
+
+/** Mean of the last WINDOW batches over the first WINDOW, each batch's time its median over the runs. */
+function flatness(runs: number[][]): number {
+  const batches = Math.min(...runs.map((run) => run.length));
+  const perBatch = Array.from({ length: batches }, (_, i) => median(runs.map((run) => run[i]))).slice(1);
+  if (perBatch.length < 2 * WINDOW) return NaN;
+  return mean(perBatch.slice(-WINDOW)) / mean(perBatch.slice(0, WINDOW));
+}
+
+async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchResult[]> {
+  const database = await createBenchDatabase('postgres', 'partitions');
+  try {
+    const ds = await database.open();
+    const rows = options.rows;
+    options.log(`  postgres: filling ${rows.toLocaleString('en-US')} rows…`);
+    await fillSource(ds, 'postgres', rows);
+    const rounds = Math.max(1, Math.min(3, options.repeats));
+    const ioLimit = 500;
+    options.log('  postgres: I/O-bound handler (10 ms per batch), 1 and 8 processes…');
+    const io1 = median(await workersRound(ds, database.url, 'io', ioLimit, 1, rounds));
+    const io8 = median(await workersRound(ds, database.url, 'io', ioLimit, 8, rounds));
+    options.log('  postgres: CPU-bound copy, 1, 2 and 4 processes…');
+    const copy1 = median(await workersRound(ds, database.url, 'copy', 1000, 1, rounds));
+    const copy2 = median(await workersRound(ds, database.url, 'copy', 1000, 2, rounds));
+    const copy4 = median(await workersRound(ds, database.url, 'copy', 1000, 4, rounds));
+
+    options.log('  postgres: eachPartition (1 process) vs eachBatch, same copy…');
+    const source = await sqlSource(ds, 'bench_source', 'id');
+    const copy = (items: Record<string, unknown>[], tx: EntityManager) => insertRows(tx, 'postgres', 'bench_target', ['id', 'name', 'amount'], items);
+    let run = 0;
+    const pair = await sideBySide({
+      warmups: 1,
+      repeats: options.repeats,
+      prepare: async () => {
+        await ds.query('TRUNCATE bench_target');
+        run += 1;
+      },
+      candidate: () => timed(() => eachPartition(ds, `overhead-p-${run}`, source, 1000, copy, { partitions: PARTITIONS })),
+      baseline: () => timed(() => eachBatch(ds, `overhead-b-${run}`, source, 1000, copy)),
+    });
+    options.log('  postgres: planning…');
+    const planning = median(
+      await Promise.all(
+        Array.from({ length: 3 }, () => 0).map(() => timed(() => ds.transaction((tx) => source.partitioning.boundaries(PARTITIONS, tx)))),
+      ),
+    );
+    const label = `${rows.toLocaleString('en-US')} rows, ${PARTITIONS} ranges`;
+    return [
+      result(`eachPartition I/O-bound (10 ms/batch) 8 processes vs 1, ${label} [postgres]`, io1 / io8, '× faster', null, io1 / io8, { min: 6 }),
+      result(`eachPartition CPU-bound copy 2 processes vs 1, ${label} [postgres]`, copy1 / copy2, '× faster', null, copy1 / copy2, { min: 1.3 }),
+      result(`eachPartition CPU-bound copy 4 processes vs 1, ${label} [postgres]`, copy1 / copy4, '× faster', null, copy1 / copy4, null),
+      result(`eachPartition (1 process) vs eachBatch, same copy, ${label} [postgres]`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 1.1 }),
+      // The target is set at 1M rows (--full): below 200,000 rows planning is an exact index walk.
+      result(`eachPartition planning / job time, ${label} [postgres]`, planning, 'ms', pair.candidate, planning / pair.candidate, rows >= 1_000_000 ? { max: 0.02 } : null),
+    ];
+  } finally {
+    await database.drop();
+  }
+}
+
+/** `created_at` text for row `i`: one instant per 3 rows, 1 µs apart, so leading values repeat across pages. */
+function createdAt(driver: BenchDriver, column: string): string {
+  if (driver === 'postgres') return `timestamp '2026-01-01' + ((${column} / 3) * interval '1 microsecond')`;
+  if (driver === 'mysql') return `TIMESTAMPADD(MICROSECOND, ${column} DIV 3, '2026-01-01 00:00:00')`;
+  return `strftime('%Y-%m-%d %H:%M:%f', '2026-01-01', '+' || (${column} / 3000) || ' seconds') || printf('%03d', ${column} % 1000)`;
+}
+
+async function compositeCopy(driver: BenchDriver, options: PartitionsBenchOptions): Promise<BenchResult[]> {
+  const database = await createBenchDatabase(driver, 'composite');
+  try {
+    const ds = await database.open();
+    const stamp = driver === 'postgres' ? 'timestamp(6)' : driver === 'mysql' ? 'datetime(6)' : 'text';
+    for (const table of ['events_source', 'events_target']) {
+      await ds.query(`CREATE TABLE ${table} (created_at ${stamp} NOT NULL, id integer NOT NULL, amount integer NOT NULL, PRIMARY KEY (created_at, id))`);
+    }
+    options.log(`  ${driver}: filling ${options.rows.toLocaleString('en-US')} events…`);
+    if (driver === 'postgres') {
+      await ds.query(`INSERT INTO events_source SELECT ${createdAt(driver, 'g')}, g, g % 1000 FROM generate_series(1, $1) g`, [options.rows]);
+      await ds.query('ANALYZE events_source');
+    } else if (driver === 'mysql') {
+      await ds.query(`INSERT INTO events_source SELECT ${createdAt(driver, 'seq')}, seq, seq % 1000 FROM seq_1_to_${options.rows}`);
+    } else {
+      await ds.query(
+        `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?) INSERT INTO events_source SELECT ${createdAt(driver, 'g')}, g, g % 1000 FROM s`,
+        [options.rows],
+      );
+    }
+    const LIMIT = 1000;
+    const columns = ['created_at', 'id', 'amount'];
+    const source = await sqlSource(ds, 'events_source', ['created_at', 'id']);
+    const libraryRuns: number[][] = [];
+    const loopRuns: number[][] = [];
+    const commitsOf = async (runs: number[][], body: (commit: () => void) => Promise<unknown>) => {
+      const commits = [performance.now()];
+      await body(() => commits.push(performance.now()));
+      runs.push(commits.slice(1).map((at, i) => at - commits[i]));
+      return commits[commits.length - 1] - commits[0];
+    };
+    // The same canonical text the library reads, and the same keyset condition (row values; on MySQL the expanded form).
+    const read =
+      driver === 'postgres'
+        ? `to_char(created_at, 'YYYY-MM-DD HH24:MI:SS.US') AS created_at`
+        : driver === 'mysql'
+          ? `DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at`
+          : 'created_at';
+    const bound = driver === 'postgres' ? '?::timestamp' : driver === 'mysql' ? 'CAST(? AS DATETIME(6))' : '?';
+    const after =
+      driver === 'mysql'
+        ? `events_source.created_at >= ${bound} AND (events_source.created_at > ${bound} OR (events_source.created_at = ${bound} AND events_source.id > ?))`
+        : `(events_source.created_at, events_source.id) > (${bound}, ?)`;
+    const afterValues = (cursor: [string, number]) => (driver === 'mysql' ? [cursor[0], cursor[0], cursor[0], cursor[1]] : cursor);
+    const handLoop = async (commit: () => void) => {
+      let cursor: [string, number] | null = null;
+      for (;;) {
+        const page: Record<string, unknown>[] = await ds.transaction(async (tx) => {
+          const rows: Record<string, unknown>[] = await tx.query(
+            placeholders(
+              driver,
+              `SELECT ${read}, id, amount FROM events_source WHERE ${cursor === null ? '1 = 1' : after} ` +
+                `ORDER BY events_source.created_at, events_source.id LIMIT ${LIMIT}`,
+            ),
+            cursor === null ? [] : afterValues(cursor),
+          );
+          if (rows.length > 0) await insertRows(tx, driver, 'events_target', columns, rows);
+          return rows;
+        });
+        if (page.length === 0) return;
+        const last = page[page.length - 1];
+        cursor = [String(last.created_at), Number(last.id)];
+        commit();
+      }
+    };
+    let run = 0;
+    options.log(`  ${driver}: composite-key sqlSource vs hand-written keyset loop…`);
+    const pair = await sideBySide({
+      warmups: 1,
+      repeats: options.repeats,
+      prepare: async () => {
+        await ds.query('DELETE FROM events_target');
+        run += 1;
+      },
+      candidate: () =>
+        commitsOf(libraryRuns, (commit) =>
+          eachBatch(ds, `events-${run}`, source, LIMIT, (items, tx) => insertRows(tx, driver, 'events_target', columns, items), { onProgress: commit }),
+        ),
+      baseline: () => commitsOf(loopRuns, handLoop),
+    });
+    const libraryFlat = flatness(libraryRuns.slice(1));
+    const loopFlat = flatness(loopRuns.slice(1));
+    const label = `${options.rows.toLocaleString('en-US')} rows [${driver}]`;
+    const rowsOut = [
+      result(`composite-key (created_at, id) sqlSource copy vs keyset loop, ${label}`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 1.1 }),
+    ];
+    if (driver === 'sqlite') {
+      // SQLite's inserts into a growing table slow down by themselves: judged against the loop's own figure.
+      rowsOut.push(
+        result(`composite-key flat cost (last ${WINDOW}/first ${WINDOW}) vs the keyset loop's, ${label}`, libraryFlat, 'ratio', loopFlat, libraryFlat / loopFlat, { max: 1.1 }),
+      );
+    } else {
+      rowsOut.push(result(`composite-key flat cost, last ${WINDOW}/first ${WINDOW} batches, ${label}`, libraryFlat, 'ratio', null, libraryFlat, { max: 1.2 }));
+    }
+    rowsOut.push(result(`keyset loop flat cost (reference), ${label}`, loopFlat, 'ratio', null, loopFlat, null));
+    return rowsOut;
+  } finally {
+    await database.drop();
+  }
+}
+
+export async function partitionsBench(options: PartitionsBenchOptions): Promise<BenchResult[]> {
+  const results: BenchResult[] = [];
+  if (options.drivers.includes('postgres')) results.push(...(await processSpeedups(options)));
+  for (const driver of options.drivers) results.push(...(await compositeCopy(driver, options)));
+  return results;
+}

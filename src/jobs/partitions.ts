@@ -1,0 +1,289 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { EntityManager } from 'typeorm';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, keepLeased } from '../claims/lease-rules';
+import { ClaimLostError, InvalidArgumentError } from '../core/errors';
+import { decodeJson, encodeJson, type Json } from '../core/json';
+import { type Progress, progressSince } from '../core/progress';
+import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
+import { dialectOf } from '../dialect';
+import { checkFingerprint, checkPage } from './each-batch';
+import { assertKind, insertJob, type JobRow, lockJob, updateJob, validateName } from './job-store';
+import {
+  claimRange,
+  commitRange,
+  countRanges,
+  insertRanges,
+  lockForBatch,
+  type PartitionInfo,
+  rangeState,
+  type RangeRow,
+  reviveDeadRanges,
+  selectRanges,
+  settleRange,
+  toPartitionInfo,
+  unfinishedRanges,
+} from './partition-store';
+import { isPartitionable, type PartitionableSource } from './sql-source';
+
+export interface EachPartitionOptions {
+  /** Ranges the first caller plans (default 16); a stored plan is never changed. */
+  partitions?: number;
+  /** Ranges this process runs at once (default 1; in turn on SQLite). */
+  concurrency?: number;
+  /** A range gets `1 + maxRetries` attempts, then it is dead until `retryDead` (default 3). */
+  maxRetries?: number;
+  /** How long a range's claim lasts without a batch commit or heartbeat (default 5 minutes). */
+  leaseMs?: number;
+  /** Return only when every range is finished or dead (default: when none is left to claim). */
+  wait?: boolean;
+  /** Stops after the batches in flight and releases their ranges (pending, no attempt counted). */
+  signal?: AbortSignal;
+  onProgress?(progress: Progress): void;
+  fingerprint?: string;
+}
+
+/** `batches`/`items`: this call's; `partitions`: the plan's range count; `done`: every range finished. */
+export interface EachPartitionResult {
+  batches: number;
+  items: number;
+  partitions: number;
+  done: boolean;
+}
+
+const DEFAULT_PARTITIONS = 16;
+const MAX_PARTITIONS = 10_000;
+
+function checkCount(value: unknown, what: string, min: number, max: number): void {
+  if (value !== undefined && (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max)) {
+    throw new InvalidArgumentError(`eachPartition: ${what} must be an integer from ${min} to ${max}, got ${String(value)}.`);
+  }
+}
+
+function validate(db: Db, name: unknown, source: unknown, limit: unknown, handler: unknown, options: EachPartitionOptions): void {
+  validateName(name);
+  if (typeof source !== 'function' || !isPartitionable(source as PartitionableSource<unknown>)) {
+    throw new InvalidArgumentError('eachPartition: source must be a PartitionableSource, e.g. one built by sqlSource().');
+  }
+  if (typeof handler !== 'function') throw new InvalidArgumentError('eachPartition: handler must be a function.');
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
+    throw new InvalidArgumentError(`eachPartition: limit must be a positive safe integer, got ${String(limit)}.`);
+  }
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('eachPartition: options must be an object.');
+  checkCount(options.partitions, 'partitions', 1, MAX_PARTITIONS);
+  checkCount(options.concurrency, 'concurrency', 1, 1000);
+  checkCount(options.maxRetries, 'maxRetries', 0, 1_000_000);
+  checkCount(options.leaseMs, 'leaseMs', 1, 2_147_483_647);
+  if (options.wait !== undefined && typeof options.wait !== 'boolean') throw new InvalidArgumentError('eachPartition: wait must be a boolean.');
+  if (options.fingerprint !== undefined && (typeof options.fingerprint !== 'string' || options.fingerprint.length > 512)) {
+    throw new InvalidArgumentError('eachPartition: fingerprint must be a string of at most 512 characters.');
+  }
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
+    throw new InvalidArgumentError('eachPartition: onProgress must be a function.');
+  }
+  // Ranges commit batch by batch, each fenced by its claim: inside a caller's transaction nothing
+  // would be durable, and a worker's claim could never be seen by the others.
+  if (joinsTransaction(db)) {
+    throw new InvalidArgumentError(
+      'eachPartition never joins a transaction: call it with the DataSource (or a manager outside any transaction).',
+    );
+  }
+}
+
+function claimLost(name: string, index: number): ClaimLostError {
+  return new ClaimLostError(
+    `Range ${index} of job "${name}" was taken over by another worker (its lease expired: the process stalled), or the job was ` +
+      'reset. This batch was rolled back; the range resumes at its committed cursor elsewhere.',
+  );
+}
+
+/** The handler's error, carried through the transaction helper untouched, so the range is failed (not released). */
+class HandlerFailure extends Error {
+  constructor(readonly failure: unknown) {
+    super('handler failed');
+  }
+}
+
+/**
+ * Plans the job once, under its lock, in one transaction: the first caller splits the source's
+ * key space into ranges from the data; everyone after reads the frozen plan.
+ */
+async function plan<T>(db: Db, name: string, source: PartitionableSource<T>, partitions: number, maxRetries: number, fingerprint?: string): Promise<number> {
+  return transact(db, async (tx) => {
+    await insertJob(tx, name, 'partitioned', fingerprint ?? null);
+    const row = (await lockJob(tx, name)) as JobRow;
+    assertKind(row, 'partitioned');
+    checkFingerprint(row, fingerprint);
+    if (fingerprint !== undefined && row.fingerprint === null) await updateJob(tx, name, { fingerprint });
+    const planned = await countRanges(tx, name);
+    if (planned > 0) return planned;
+    const boundaries = await source.partitioning.boundaries(partitions, tx);
+    await insertRanges(tx, name, boundaries, maxRetries, Date.now());
+    return boundaries.length + 1;
+  });
+}
+
+/** Marks the job done when its last range finishes; the job row is locked so two last finishers see each other. */
+async function finishJobIfLast(tx: EntityManager, name: string): Promise<void> {
+  const row = await lockJob(tx, name);
+  if (row && (await unfinishedRanges(tx, name)) === 0) await updateJob(tx, name, { done: true, finished_at: Date.now() });
+}
+
+function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Runs one job over a huge source with any number of processes on any number of machines: the
+ * first caller plans ranges; every caller claims ranges (the file claims' lease, fencing and
+ * retry rules) and runs each with `eachBatch`'s semantics, its cursor committed with the
+ * handler's writes by a statement fenced by the claim token.
+ */
+export async function eachPartition<T>(
+  db: Db,
+  name: string,
+  source: PartitionableSource<T>,
+  limit: number,
+  handler: (items: T[], tx: EntityManager) => unknown,
+  options: EachPartitionOptions = {},
+): Promise<EachPartitionResult> {
+  validate(db, name, source, limit, handler, options);
+  const { signal, onProgress, fingerprint, wait = false } = options;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+  const claimant = { workerId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, leaseMs };
+  const result: EachPartitionResult = { batches: 0, items: 0, partitions: 0, done: false };
+  if (signal?.aborted) {
+    // Already stopped: report the stored plan, write nothing (not even a plan).
+    const ranges = await transact(db, (tx) => selectRanges(tx, name));
+    return { ...result, partitions: ranges.length, done: ranges.length > 0 && ranges.every((range) => range.status === 'completed') };
+  }
+  result.partitions = await plan(db, name, source, options.partitions ?? DEFAULT_PARTITIONS, maxRetries, fingerprint);
+
+  const { singleConnection, supportsReturning: claimInOneStatement } = dialectOf(dataSourceOf(db));
+  const pollMs = Math.min(1000, Math.max(10, Math.floor(leaseMs / 4)));
+  const startedAt = Date.now();
+  let stopping = false;
+  let failure: { error: unknown } | undefined;
+  const stop = (error: unknown) => {
+    stopping = true;
+    failure ??= { error };
+  };
+
+  /** Runs a claimed range batch by batch until it ends, the call stops, or the claim is lost. */
+  const runRange = async (range: RangeRow): Promise<void> => {
+    const index = Number(range.partition_index);
+    const token = Number(range.claim_token);
+    const lower = decodeJson(range.lower_key);
+    const upper = decodeJson(range.upper_key);
+    // The heartbeat's timer starts outside the batch transaction (its callbacks must not join it);
+    // on SQLite a batch holds the write lock, so no one can take the range over meanwhile anyway.
+    const heartbeat = singleConnection
+      ? undefined
+      : keepLeased(leaseMs, () => autocommit(db, (tx) => settleRange(tx, name, index, token, { heartbeat: Date.now() + leaseMs })));
+    // The cursor the claim read, then what this worker's own commits stored: while the token is
+    // current no one else can commit this range, and the fenced commit checks exactly that.
+    let stored = range.cursor;
+    try {
+      for (;;) {
+        if (stopping || signal?.aborted) {
+          await transact(db, (tx) => settleRange(tx, name, index, token, { released: true }));
+          return;
+        }
+        const round = await transact(db, async (tx) => {
+          await lockForBatch(tx, name, index);
+          const cursor: Json = stored === null ? lower : decodeJson(stored);
+          const page = checkPage<T>(await source.partitioning.page(cursor, upper, limit, tx));
+          const finished = page.items.length === 0 || page.next === null;
+          const next = page.items.length === 0 ? stored : encodeJson(page.next === null ? cursor : page.next, 'The cursor returned by the source');
+          if (page.items.length > 0) {
+            try {
+              await handler(page.items, tx);
+            } catch (error) {
+              throw new HandlerFailure(error);
+            }
+          }
+          const now = Date.now();
+          const change = { cursor: next, batches: page.items.length > 0 ? 1 : 0, items: page.items.length, finished, leaseExpiresAt: now + leaseMs, now };
+          if (!(await commitRange(tx, name, index, token, change))) throw claimLost(name, index);
+          if (finished) await finishJobIfLast(tx, name);
+          return { items: page.items.length, finished, next };
+        });
+        stored = round.next;
+        if (round.items > 0) {
+          result.batches += 1;
+          result.items += round.items;
+          onProgress?.(progressSince(startedAt, { name, batches: result.batches, items: result.items }));
+        }
+        if (round.finished) return;
+      }
+    } catch (error) {
+      if (error instanceof HandlerFailure) {
+        // The batch rolled back; the range is released for a retry (an attempt counted), or is dead.
+        await transact(db, (tx) => settleRange(tx, name, index, token, { failed: messageOf(error.failure) }));
+        throw error.failure;
+      }
+      if (!(error instanceof ClaimLostError)) {
+        // A failure of the library's own statements: give the range back at once rather than at
+        // its lease's end. If that fails too (the database is gone), the lease frees it later.
+        await transact(db, (tx) => settleRange(tx, name, index, token, { released: true })).catch(() => false);
+      }
+      throw error;
+    } finally {
+      heartbeat?.stop();
+    }
+  };
+
+  const lane = async (): Promise<void> => {
+    while (!stopping && !signal?.aborted) {
+      // One statement where the dialect returns rows from an UPDATE: no transaction of its own.
+      const range = await (claimInOneStatement ? autocommit : transact)(db, (tx) => claimRange(tx, name, claimant, Date.now()));
+      if (!range) {
+        if (!wait || (await settled(db, name))) return;
+        await pause(pollMs, signal);
+        continue;
+      }
+      await runRange(range);
+    }
+  };
+
+  const concurrency = options.concurrency ?? 1;
+  await Promise.all(Array.from({ length: concurrency }, () => lane().catch(stop)));
+  if (failure) throw failure.error;
+  result.done = await transact(db, async (tx) => (await unfinishedRanges(tx, name)) === 0);
+  return result;
+}
+
+/** True when no range is left to run: every one finished or dead. */
+async function settled(db: Db, name: string): Promise<boolean> {
+  const now = Date.now();
+  const ranges = await transact(db, (tx) => selectRanges(tx, name));
+  return ranges.every((range) => ['done', 'dead'].includes(rangeState(range, now)));
+}
+
+function messageOf(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.replace(/\0/g, '\uFFFD');
+}
+
+/** Makes the job's dead ranges claimable again, each with a fresh attempt budget; how many it revived. */
+export async function retryDead(db: Db, name: string): Promise<number> {
+  validateName(name);
+  return transact(db, (tx) => reviveDeadRanges(tx, name, Date.now()));
+}
+
+/** The ranges of a partitioned job in key order; `[]` for an unknown job. */
+export async function listPartitions(db: Db, name: string): Promise<PartitionInfo[]> {
+  validateName(name);
+  const now = Date.now();
+  const ranges = await transact(db, (tx) => selectRanges(tx, name));
+  return ranges.map((range) => toPartitionInfo(range, now));
+}
