@@ -11,6 +11,7 @@ export type FileStatus = 'pending' | 'processing' | 'completed' | 'failed';
  */
 @Entity('file_checkpoints')
 @Index('IDX_file_checkpoints_status', ['status'])
+@Index('IDX_file_checkpoints_completed_at', ['completedAt'])
 export class FileCheckpoint {
   /** 768 characters: the longest key MySQL's InnoDB can index in utf8mb4. */
   @PrimaryColumn({ name: 'file_url', type: 'varchar', length: 768 })

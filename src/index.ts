@@ -35,3 +35,4 @@ export {
   type ProcessFileResult,
 } from './claims/checkpoint-manager';
 export type { ClaimSummary, FileRef, ProcessingStats } from './claims/claim-store';
+export * from './dashboard';
