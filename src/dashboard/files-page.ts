@@ -78,12 +78,12 @@ export async function loadThroughput(ctx: PageContext): Promise<Throughput> {
   const q = (name: string) => ctx.dialect.quote(name);
   const from = ctx.now - HOUR_BUCKETS * MINUTE;
   // Bucket start offsets by subtraction and modulo: integer arithmetic that means the same on every database.
-  const offset = `(${q('completed_at')} - ?)`;
+  const bucket = `${q('o')} - (${q('o')} % ${MINUTE})`;
   const rows = await read(ctx, (query) =>
     query(
-      `SELECT ${offset} - (${offset} % ${MINUTE}) AS ${q('bucket')}, COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} ` +
-        `WHERE ${q('completed_at')} >= ? GROUP BY ${offset} - (${offset} % ${MINUTE})`,
-      [from, from, from, from, from],
+      `SELECT ${bucket} AS ${q('bucket')}, COUNT(*) AS ${q('n')} FROM ` +
+        `(SELECT ${q('completed_at')} - ? AS ${q('o')} FROM ${q('file_checkpoints')} WHERE ${q('completed_at')} >= ?) ${q('recent')} GROUP BY ${bucket}`,
+      [from, from],
     ),
   );
   const completed = new Array<number>(HOUR_BUCKETS).fill(0);
