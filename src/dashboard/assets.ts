@@ -106,3 +106,6 @@ export const DASHBOARD_JS = `
   schedule();
 })();
 `;
+
+/** A favicon of its own, so browsers do not ask the application for `/favicon.ico`. */
+export const DASHBOARD_ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2f5bd3"/><path d="M4 8.5l2.5 2.5L12 5.5" stroke="#fff" stroke-width="2" fill="none"/></svg>`;

@@ -5,7 +5,7 @@ import { type Db, dataSourceOf } from '../core/transaction';
 import { validateName } from '../jobs/job-store';
 import { reset } from '../jobs/status';
 import { type Access, isSameOrigin, toAccess } from './access';
-import { DASHBOARD_CSS, DASHBOARD_JS } from './assets';
+import { DASHBOARD_CSS, DASHBOARD_ICON, DASHBOARD_JS } from './assets';
 import { type PageContext, pageContext } from './dashboard-sql';
 import { loadFiles, renderFiles } from './files-page';
 import { type Html, html } from './html';
@@ -74,6 +74,7 @@ const ACTIONS: Record<string, Action> = {
 const ASSETS: Record<string, { type: string; body: string }> = {
   'assets/dashboard.css': { type: 'text/css; charset=utf-8', body: DASHBOARD_CSS },
   'assets/dashboard.js': { type: 'text/javascript; charset=utf-8', body: DASHBOARD_JS },
+  'assets/icon.svg': { type: 'image/svg+xml', body: DASHBOARD_ICON },
 };
 
 const MAX_FORM_BYTES = 1 << 20;

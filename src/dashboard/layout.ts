@@ -81,6 +81,7 @@ export function layout(view: View, heading: string, body: Html): Html {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${heading} · ${view.title}</title>
+<link rel="icon" href="${view.base}assets/icon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="${view.base}assets/dashboard.css">
 <script src="${view.base}assets/dashboard.js" defer></script>
 </head>

@@ -29,6 +29,6 @@ export function throughputChart(throughput: Throughput): Html {
 ${bars}
 <text class="label" x="0" y="${HEIGHT - 3}">−60 min</text>
 <text class="label" x="${WIDTH}" y="${HEIGHT - 3}" text-anchor="end">now</text>
-<text class="label" x="${WIDTH}" y="11" text-anchor="end">max ${max}/min</text>
+<text class="label" x="2" y="11">max ${max}/min</text>
 </svg><figcaption>Files completed per minute, last hour: ${total}</figcaption></figure>`;
 }
