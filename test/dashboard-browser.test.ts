@@ -1,47 +1,11 @@
 import { mkdirSync } from 'node:fs';
 import { expect } from 'chai';
 import express from 'express';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium, visitLinks, watchProblems } from './support/browser';
 import { CheckpointManager, createDashboard } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
 import { type DashboardState, HOSTILE, makeState, type Served, serve } from './support/dashboard-state';
-
-/** Debian's chromium, never a downloaded browser. */
-export async function launchChromium(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
-  });
-}
-
-/** Collects what would mean a broken page: console errors (CSP violations among them), page errors, failed responses. */
-export function watchProblems(page: Page): string[] {
-  const problems: string[] = [];
-  page.on('console', (message) => {
-    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
-  });
-  page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-  page.on('response', (response) => {
-    if (response.status() >= 400) problems.push(`${response.status()} ${response.url()}`);
-  });
-  // A live-refresh fetch still in flight when the test navigates away is aborted: not a problem.
-  page.on('requestfailed', (request) => {
-    if (request.failure()?.errorText !== 'net::ERR_ABORTED') problems.push(`failed ${request.url()}: ${request.failure()?.errorText}`);
-  });
-  return problems;
-}
-
-/** Visits every link of the page's navigation and the page's own links under `base`; returns the paths visited. */
-export async function visitLinks(page: Page, base: string): Promise<string[]> {
-  const links = await page.$$eval('a[href]', (anchors) => anchors.map((a) => (a as HTMLAnchorElement).getAttribute('href') ?? ''));
-  const unique = [...new Set(links)].filter((link) => !link.includes('jobs/reset'));
-  for (const link of unique) {
-    expect(link, link).to.match(new RegExp(`^${base.replace(/[/]/g, '\\/')}`));
-    const response = await page.goto(new URL(link, page.url()).toString());
-    expect(response?.status(), link).to.equal(200);
-  }
-  return unique;
-}
 
 describe(`dashboard in Chromium (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_browser');
@@ -89,7 +53,7 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
       const { page, problems } = await open(path);
       const text = await page.locator('main').innerText();
       for (const expected of texts) expect(text, path).to.include(expected);
-      expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), path).to.equal(undefined);
+      expect(await page.evaluate('window.__pwned'), path).to.equal(undefined);
       expect(await page.title()).to.include('Ops <checkpoint>');
       expect(problems, path).to.deep.equal([]);
       await page.close();
@@ -107,19 +71,19 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
     const { page, problems } = await open('');
     const visited = await visitLinks(page, BASE);
     expect(visited).to.include.members([BASE, `${BASE}jobs`, `${BASE}steps`, `${BASE}imports`, `${BASE}files`]);
-    expect(await page.evaluate(() => getComputedStyle(document.body).margin)).to.equal('0px');
+    expect(await page.evaluate('getComputedStyle(document.body).margin')).to.equal('0px');
     expect(problems).to.deep.equal([]);
     await page.close();
   });
 
   it('live refresh shows a change without reloading the page', async () => {
     const { page, problems } = await open('files?status=pending');
-    await page.evaluate(() => ((window as unknown as { __sameDocument: boolean }).__sameDocument = true));
+    await page.evaluate('window.__sameDocument = true');
     const url = 's3://bucket/arrived-later.csv';
     expect(await page.locator('main').innerText()).to.not.include(url);
     await new CheckpointManager(db.ds).register([{ fileUrl: url, fileType: 'csv', fileTimestamp: new Date(0) }]);
     await page.locator('main td.name', { hasText: url }).waitFor();
-    expect(await page.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument)).to.equal(true);
+    expect(await page.evaluate('window.__sameDocument')).to.equal(true);
     expect(problems).to.deep.equal([]);
     await page.close();
   });

@@ -91,7 +91,8 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
 
   it('refuses a cross-origin POST, or one with neither Sec-Fetch-Site nor Origin (403), and changes nothing', async () => {
     const base = await start();
-    for (const headers of [{ origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' }, { origin: 'http://evil.example' }, {}]) {
+    const attempts: Record<string, string>[] = [{ origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' }, { origin: 'http://evil.example' }, {}];
+    for (const headers of attempts) {
       const response = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, ...headers }, body: requeueForm(state.deadUrl), redirect: 'manual' });
       expect(response.status, JSON.stringify(headers)).to.equal(403);
     }
@@ -134,7 +135,7 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
   });
 
   it('a same-origin POST requeues the selected dead letters and redirects back (303)', async () => {
-    const base = await start({ authorize: async () => 'write' });
+    const base = await start({ authorize: async () => 'write' as const });
     const response = await fetch(`${base}/files/requeue`, {
       method: 'POST',
       headers: { ...FORM, origin: base },

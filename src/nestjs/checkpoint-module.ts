@@ -13,6 +13,12 @@ import {
 } from './checkpoint-module-options';
 import { CheckpointService } from './checkpoint-service';
 import { getCheckpointServiceToken } from './checkpoint-service-token';
+import {
+  CHECKPOINT_DASHBOARD_DATA_SOURCE,
+  CHECKPOINT_DASHBOARD_OPTIONS,
+  checkDashboardOptions,
+  CheckpointDashboardMount,
+} from './dashboard-mount';
 
 /**
  * Registers the checkpoint entities on a `TypeOrmModule` data source and provides
@@ -25,8 +31,17 @@ export class CheckpointModule {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidArgumentError('CheckpointModule.forRoot(options): options must be an object.');
     }
-    const { dataSource, isGlobal, ...serviceOptions } = options;
-    return CheckpointModule.build({ dataSource, isGlobal }, [], [{ provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions }]);
+    const { dataSource, isGlobal, dashboard, ...serviceOptions } = options;
+    const providers: Provider[] = [{ provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions }];
+    if (dashboard !== undefined) {
+      checkDashboardOptions(dashboard);
+      providers.push(
+        { provide: CHECKPOINT_DASHBOARD_OPTIONS, useValue: dashboard },
+        { provide: CHECKPOINT_DASHBOARD_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
+        CheckpointDashboardMount,
+      );
+    }
+    return CheckpointModule.build({ dataSource, isGlobal }, [], providers);
   }
 
   static forRootAsync(options: CheckpointModuleAsyncOptions): DynamicModule {

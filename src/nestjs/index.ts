@@ -10,3 +10,4 @@ export {
 } from './checkpoint-module-options';
 export { CheckpointService } from './checkpoint-service';
 export { getCheckpointServiceToken, InjectCheckpointService } from './checkpoint-service-token';
+export { type CheckpointDashboardOptions, CheckpointDashboardMount } from './dashboard-mount';
