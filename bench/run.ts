@@ -1,4 +1,4 @@
-// npm run bench [-- --full] [--only each-batch,steps,claims,import] [--db sqlite,postgres] [--import-mb N]
+// npm run bench [-- --full] [--only each-batch,steps,claims,import,dashboard] [--db sqlite,postgres] [--import-mb N]
 // (claims run on PostgreSQL only)
 //
 // Measures the library against baselines run side by side in the same process run, prints a
@@ -11,11 +11,12 @@ import { join } from 'node:path';
 import { type BenchDriver } from './bench-database';
 import { type BenchResult, formatTable, machineNote } from './bench-result';
 import { claimsBench } from './claims-bench';
+import { dashboardBench } from './dashboard-bench';
 import { eachBatchBench } from './each-batch-bench';
 import { importBench } from './import-bench';
 import { stepBench } from './step-bench';
 
-const SECTIONS = ['each-batch', 'steps', 'claims', 'import'] as const;
+const SECTIONS = ['each-batch', 'steps', 'claims', 'import', 'dashboard'] as const;
 type Section = (typeof SECTIONS)[number];
 
 function option(name: string): string | undefined {
@@ -58,6 +59,12 @@ async function main(): Promise<void> {
     log('import…');
     const sizeMb = Number(option('import-mb') ?? (full ? 1024 : 50));
     results.push(...(await importBench(drivers, { sizeMb, warmups: full ? 0 : 1, repeats: full ? 1 : 2, log })));
+    save();
+  }
+
+  if (only.includes('dashboard')) {
+    log('dashboard…');
+    results.push(...(await dashboardBench(drivers, { files: 100_000, jobs: 10_000, warmups: 8, repeats: full ? 21 : 11, telemetryRepeats: full ? 15 : 9, log })));
     save();
   }
 

@@ -65,6 +65,20 @@ function current(): Instruments | null {
   return instruments;
 }
 
+// Metric attribute sets are few (operation × outcome × error code): made once, not per record.
+const attributeSets = new Map<string, Record<string, AttributeValue>>();
+
+function metricAttributes(operation: Operation, extra?: [name: string, value: string]): Record<string, AttributeValue> {
+  const key = extra ? `${operation}\0${extra[0]}\0${extra[1]}` : operation;
+  let set = attributeSets.get(key);
+  if (set === undefined) {
+    set = { 'checkpoint.operation': operation, ...(extra ? { [extra[0]]: extra[1] } : {}) };
+    // Error codes are bounded (library codes and error class names), but never let the map grow without end.
+    if (attributeSets.size < 1000) attributeSets.set(key, set);
+  }
+  return set;
+}
+
 const NO_SCOPE: SpanScope = { set: () => undefined, committed: () => undefined };
 
 /** The stable code of a library error, else the error's class name. */
@@ -95,25 +109,24 @@ export async function traced<T>(operation: Operation, attributes: Record<string,
       },
     };
     scope.set(attributes);
-    const metricAttributes: Record<string, AttributeValue> = { 'checkpoint.operation': operation };
     try {
       const result = await fn(scope);
       const outcome = committed !== null ? 'committed' : 'ok';
       span.setAttribute('checkpoint.outcome', outcome);
       const done = committed as { items: number; batch: boolean } | null;
       if (done !== null) {
-        if (done.items > 0) otel.items.add(done.items, metricAttributes);
-        if (done.batch) otel.batches.add(1, metricAttributes);
+        if (done.items > 0) otel.items.add(done.items, metricAttributes(operation));
+        if (done.batch) otel.batches.add(1, metricAttributes(operation));
       }
-      otel.duration.record(performance.now() - started, { ...metricAttributes, 'checkpoint.outcome': outcome });
+      otel.duration.record(performance.now() - started, metricAttributes(operation, ['checkpoint.outcome', outcome]));
       return result;
     } catch (error) {
       const code = errorCode(error);
       span.setAttributes({ 'checkpoint.outcome': 'failed', 'checkpoint.error_code': code });
       span.recordException(error instanceof Error ? error : String(error));
       span.setStatus({ code: otel.api.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
-      otel.failures.add(1, { ...metricAttributes, 'checkpoint.error_code': code });
-      otel.duration.record(performance.now() - started, { ...metricAttributes, 'checkpoint.outcome': 'failed' });
+      otel.failures.add(1, metricAttributes(operation, ['checkpoint.error_code', code]));
+      otel.duration.record(performance.now() - started, metricAttributes(operation, ['checkpoint.outcome', 'failed']));
       throw error;
     } finally {
       span.end();

@@ -119,10 +119,13 @@ export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promi
   }
   const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
   const columns = ['file_url', 'file_type', 'status', 'retry_count', 'max_retries', 'processed_by', 'lease_expires_at', 'started_at', 'completed_at', 'records_total', 'records_persisted', 'processing_time_ms'];
+  // The page's keys first, then their rows: the key search (a URL substring above all) can then
+  // run over the primary key index alone instead of the table, and only one page of rows is read.
   const rows = await read(ctx, (query) =>
     query(
-      `SELECT ${columns.map(q).join(', ')}, SUBSTR(${q('error_message')}, 1, ${ERROR_CHARS}) AS ${q('error_text')} FROM ${q('file_checkpoints')}${where} ` +
-        `ORDER BY ${q('file_url')} LIMIT ?`,
+      `SELECT ${columns.map((c) => `${q('f')}.${q(c)}`).join(', ')}, SUBSTR(${q('f')}.${q('error_message')}, 1, ${ERROR_CHARS}) AS ${q('error_text')} ` +
+        `FROM (SELECT ${q('file_url')} FROM ${q('file_checkpoints')}${where} ORDER BY ${q('file_url')} LIMIT ?) ${q('k')} ` +
+        `JOIN ${q('file_checkpoints')} ${q('f')} ON ${q('f')}.${q('file_url')} = ${q('k')}.${q('file_url')} ORDER BY ${q('f')}.${q('file_url')}`,
       [...parameters, filters.limit + 1],
     ),
   );
