@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
 import { CheckpointManager, createDashboard, type DashboardOptions, type FilesData, type OverviewData } from '../src';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
+import { html, raw } from '../src/dashboard/html';
 import { type DashboardState, HOSTILE, makeState, type Served, serve } from './support/dashboard-state';
 
 describe(`dashboard over HTTP (${DRIVER})`, function () {
@@ -201,5 +202,16 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     const page = await (await fetch(`${base}/files`)).text();
     expect(page.match(/<rect class="bar"/g)).to.have.length(1);
     expect(page).to.include('Files completed per minute, last hour: 1');
+  });
+});
+
+describe('dashboard html templates', function () {
+  it('escape every interpolated value unless it is Html; arrays are joined; null, undefined and false print nothing', () => {
+    const name = `<a href="x" onclick='y'>&\`</a>`;
+    expect(html`<td title="${name}">${name}</td>`.text).to.equal(
+      '<td title="&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;&#96;&lt;/a&gt;">&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;&#96;&lt;/a&gt;</td>',
+    );
+    expect(html`<ul>${['<1>', html`<li>${'2'}</li>`]}</ul>`.text).to.equal('<ul>&lt;1&gt;<li>2</li></ul>');
+    expect(html`${null}${undefined}${false}${0}${raw('<br>')}`.text).to.equal('0<br>');
   });
 });

@@ -11,8 +11,11 @@ export class Html {
 
 const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' };
 
+const SPECIAL = /[&<>"'`]/;
+
 export function escapeHtml(value: string): string {
-  return value.replace(/[&<>"'`]/g, (c) => ENTITIES[c]);
+  // Most values have nothing to escape: test once instead of rebuilding the string.
+  return SPECIAL.test(value) ? value.replace(/[&<>"'`]/g, (c) => ENTITIES[c]) : value;
 }
 
 /** Trusted markup, never user data. */
