@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import { CheckpointManager, eachBatch, importAll, importFile, step } from '../src';
 import { DRIVER, useTestDatabase } from './support/database';
 import { rejection } from './support/expect-code';
+import { runChild } from './support/child';
 
 describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
   const db = useTestDatabase('telemetry');
@@ -153,5 +154,10 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     expect(await sum('checkpoint.items', { 'checkpoint.operation': 'file' })).to.equal(8);
     expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'file', 'checkpoint.error_code': 'RangeError' })).to.equal(1);
     expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'file' })).to.equal(0);
+  });
+
+  it('without @opentelemetry/api installed, everything works and no OpenTelemetry module is loaded', async () => {
+    const child = await runChild('test/fixtures/without-opentelemetry.ts', [db.url]);
+    expect(JSON.parse(child.lines[child.lines.length - 1])).to.deep.equal({ items: 4, value: 7, imported: 1, claimed: true, loaded: [] });
   });
 });
