@@ -69,4 +69,25 @@ describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
   it("refuses a dashboard path that does not start with '/' (INVALID_ARGUMENT)", async () => {
     await expectCode(Promise.resolve().then(() => CheckpointModule.forRoot({ dashboard: { path: 'ops' } })), 'INVALID_ARGUMENT');
   });
+
+  it('forRootAsync takes the dashboard too', async () => {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ ...dataSourceOptionsFromUrl(db.url), migrations: checkpointMigrations, retryAttempts: 0, autoLoadEntities: true } as TypeOrmModuleOptions),
+        CheckpointModule.forRootAsync({ useFactory: () => ({}), dashboard: { path: '/ops', readOnly: true } }),
+      ],
+    })
+    class AsyncAppModule {}
+    const other = await NestFactory.create(AsyncAppModule, new NestExpressAdapter(), { logger: false });
+    try {
+      other.setGlobalPrefix('admin');
+      await other.listen(0, '127.0.0.1');
+      const url = (await other.getUrl()).replace('[::1]', '127.0.0.1');
+      const page = await fetch(`${url}/admin/ops/files?status=dead`);
+      expect(page.status).to.equal(200);
+      expect(await page.text()).to.include('read-only').and.not.include('method="post"');
+    } finally {
+      await other.close();
+    }
+  });
 });

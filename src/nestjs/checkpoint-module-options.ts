@@ -32,6 +32,8 @@ export interface CheckpointOptionsFactory {
 }
 
 export interface CheckpointModuleAsyncOptions extends CheckpointModuleScope, Pick<ModuleMetadata, 'imports'> {
+  /** Serves the dashboard at `path` (after the application's global prefix); fixed when the module is defined. */
+  dashboard?: CheckpointDashboardOptions;
   useFactory?: (...args: any[]) => CheckpointServiceOptions | Promise<CheckpointServiceOptions>;
   inject?: FactoryProvider['inject'];
   useClass?: Type<CheckpointOptionsFactory>;

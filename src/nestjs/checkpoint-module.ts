@@ -32,23 +32,20 @@ export class CheckpointModule {
       throw new InvalidArgumentError('CheckpointModule.forRoot(options): options must be an object.');
     }
     const { dataSource, isGlobal, dashboard, ...serviceOptions } = options;
-    const providers: Provider[] = [{ provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions }];
-    if (dashboard !== undefined) {
-      checkDashboardOptions(dashboard);
-      providers.push(
-        { provide: CHECKPOINT_DASHBOARD_OPTIONS, useValue: dashboard },
-        { provide: CHECKPOINT_DASHBOARD_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
-        CheckpointDashboardMount,
-      );
-    }
-    return CheckpointModule.build({ dataSource, isGlobal }, [], providers);
+    return CheckpointModule.build({ dataSource, isGlobal }, [], [
+      { provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions },
+      ...dashboardProviders(dashboard, dataSource),
+    ]);
   }
 
   static forRootAsync(options: CheckpointModuleAsyncOptions): DynamicModule {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidArgumentError('CheckpointModule.forRootAsync(options): options must be an object.');
     }
-    return CheckpointModule.build(options, options.imports ?? [], optionsProviders(options));
+    return CheckpointModule.build(options, options.imports ?? [], [
+      ...optionsProviders(options),
+      ...dashboardProviders(options.dashboard, options.dataSource),
+    ]);
   }
 
   private static build(scope: CheckpointModuleScope, imports: NonNullable<ModuleMetadata['imports']>, providers: Provider[]): DynamicModule {
@@ -73,6 +70,17 @@ export class CheckpointModule {
       exports: [token, entities],
     };
   }
+}
+
+/** The dashboard's mount (after the global prefix) on the module's data source, when asked for. */
+function dashboardProviders(dashboard: unknown, dataSource: string | undefined): Provider[] {
+  if (dashboard === undefined) return [];
+  checkDashboardOptions(dashboard);
+  return [
+    { provide: CHECKPOINT_DASHBOARD_OPTIONS, useValue: dashboard },
+    { provide: CHECKPOINT_DASHBOARD_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
+    CheckpointDashboardMount,
+  ];
 }
 
 function optionsProviders(options: CheckpointModuleAsyncOptions): Provider[] {
