@@ -1,4 +1,4 @@
-// npm run bench [-- --full] [--only each-batch,steps,claims,workers,import,records,partitions] [--db sqlite,postgres,mysql]
+// npm run bench [-- --full] [--only each-batch,steps,claims,workers,import,records,partitions,dashboard] [--db sqlite,postgres,mysql]
 //   [--import-mb N] [--records-mb N]   (claims and workers run on PostgreSQL only; mysql: the partitions section only)
 //
 // Measures the library against baselines run side by side in the same process run, prints a
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { type BenchDriver } from './bench-database';
 import { type BenchResult, formatTable, machineNote } from './bench-result';
 import { claimsBench } from './claims-bench';
+import { dashboardBench } from './dashboard-bench';
 import { eachBatchBench } from './each-batch-bench';
 import { importBench } from './import-bench';
 import { recordsImportBench } from './records-import-bench';
@@ -18,7 +19,7 @@ import { partitionsBench } from './partitions-bench';
 import { stepBench } from './step-bench';
 import { workersBench } from './workers-bench';
 
-const SECTIONS = ['each-batch', 'steps', 'claims', 'workers', 'import', 'records', 'partitions'] as const;
+const SECTIONS = ['each-batch', 'steps', 'claims', 'workers', 'import', 'records', 'partitions', 'dashboard'] as const;
 type Section = (typeof SECTIONS)[number];
 
 function option(name: string): string | undefined {
@@ -78,6 +79,12 @@ async function main(): Promise<void> {
   if (only.includes('partitions')) {
     log('partitions (speed-ups on PostgreSQL worker processes; composite keys on each database)…');
     results.push(...(await partitionsBench({ rows: full ? 1_000_000 : 100_000, repeats: full ? 3 : 5, drivers, log })));
+    save();
+  }
+
+  if (only.includes('dashboard')) {
+    log('dashboard…');
+    results.push(...(await dashboardBench(drivers, { files: 100_000, jobs: 10_000, warmups: 8, repeats: full ? 21 : 11, telemetryRepeats: full ? 15 : 9, log })));
     save();
   }
 

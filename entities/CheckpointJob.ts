@@ -1,8 +1,9 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import { bigintNumber } from './bigint-number';
 
 /** One batch job (`eachBatch`) or memoised step (`step`), keyed by its name. */
 @Entity('checkpoint_jobs')
+@Index('IDX_checkpoint_jobs_kind_done_updated_at', ['kind', 'done', 'updatedAt'])
 export class CheckpointJob {
   @PrimaryColumn({ type: 'varchar', length: 512 })
   name!: string;

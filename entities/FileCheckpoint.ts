@@ -11,6 +11,7 @@ export type FileStatus = 'pending' | 'processing' | 'completed' | 'failed';
  */
 @Entity('file_checkpoints')
 @Index('IDX_file_checkpoints_status', ['status'])
+@Index('IDX_file_checkpoints_completed_at', ['completedAt'])
 export class FileCheckpoint {
   /**
    * The key: SHA-256 of the URL's UTF-8 bytes in lowercase hex. Long URLs exceed what MySQL (3,072

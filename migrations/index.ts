@@ -3,6 +3,7 @@ import { FileCheckpoints1764547200000 } from './1764547200000-FileCheckpoints';
 import { ImportRejects1764633600000 } from './1764633600000-ImportRejects';
 import { LongFileUrls1764720000000 } from './1764720000000-LongFileUrls';
 import { CheckpointPartitions1764806400000 } from './1764806400000-CheckpointPartitions';
+import { DashboardIndexes1764892800000 } from './1764892800000-DashboardIndexes';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -11,4 +12,5 @@ export const checkpointMigrations = [
   ImportRejects1764633600000,
   LongFileUrls1764720000000,
   CheckpointPartitions1764806400000,
+  DashboardIndexes1764892800000,
 ];

@@ -47,3 +47,4 @@ export {
 } from './claims/checkpoint-manager';
 export type { ClaimSummary, FileRef, ProcessingStats } from './claims/claim-store';
 export type { FileHandler, Worker, WorkerSummary, WorkOptions } from './claims/worker';
+export * from './dashboard';

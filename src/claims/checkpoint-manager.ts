@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Db, dataSourceOf } from '../core/transaction';
+import { traced } from '../core/telemetry';
 import {
   checkCount,
   checkFile,
@@ -166,6 +167,19 @@ export class CheckpointManager {
   ): Promise<ProcessFileResult> {
     const file = checkFile({ fileUrl, fileType, fileTimestamp }, 'processFile');
     if (typeof fn !== 'function') throw new InvalidArgumentError('processFile: fn must be a function.');
+    return traced('file', { file_url: fileUrl, file_type: fileType, worker: this.claimant.workerId }, async (span) => {
+      const result = await this.processClaimed(file, fn);
+      span.set({ claimed: result.claimed });
+      if (result.claimed) span.committed(result.stats.persistedRows, false);
+      return result;
+    });
+  }
+
+  private async processClaimed(
+    file: FileRef,
+    fn: (tx: EntityManager | undefined) => Promise<HandlerStats> | HandlerStats,
+  ): Promise<ProcessFileResult> {
+    const { fileUrl } = file;
     const { store, key } = this.resolve();
     if (this.tokenFor(fileUrl, key) === undefined && !(await this.claimIn(store, key, file))) {
       return { claimed: false, stats: null };

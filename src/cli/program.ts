@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError as CommanderArgumentError, Option } from 'commander';
 import type { DataSource } from 'typeorm';
 import { InvalidArgumentError } from '../core/errors';
+import { dashboardCommand } from './dashboard-command';
 import { EXIT_OK } from './exit-codes';
 import { filesCommand } from './files-command';
 import { importCommand, type ImportCommandOptions } from './import-command';
@@ -56,6 +57,12 @@ function positiveInteger(value: string): number {
   if (!/^[0-9]+$/.test(value) || !Number.isSafeInteger(n) || n < 1) {
     throw new CommanderArgumentError('expected a positive integer.');
   }
+  return n;
+}
+
+function portNumber(value: string): number {
+  const n = Number(value);
+  if (!/^[0-9]+$/.test(value) || n > 65535) throw new CommanderArgumentError('expected a port number from 0 to 65535.');
   return n;
 }
 
@@ -159,6 +166,16 @@ function createProgram(done: (outcome: Outcome) => void): Command {
     .description('file claims summary: pending, processing, completed, failed, dead letters, totals')
     .action(async (_options: unknown, command: Command) => {
       done(await execute(command, true, (db) => filesCommand(db)));
+    });
+
+  program
+    .command('dashboard')
+    .description('serve the web dashboard (binds 127.0.0.1 by default: it has no authentication of its own)')
+    .option('--port <n>', 'TCP port (0: any free port)', portNumber, 4000)
+    .option('--host <host>', 'address to bind', '127.0.0.1')
+    .option('--read-only', 'no actions (requeue, reset): pages only')
+    .action(async (options: { port: number; host: string; readOnly?: boolean }, command: Command) => {
+      done(await execute(command, true, (db, _database, global) => dashboardCommand(db, options, global.json === true)));
     });
 
   program

@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { CursorMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { type Db, transact } from '../core/transaction';
+import { traced } from '../core/telemetry';
 import { duplicateId } from './parse-rows';
 import {
   checkStorableId,
@@ -96,8 +97,12 @@ export async function applyChunk(
   }
   if (fault !== undefined && typeof fault !== 'function') throw new InvalidArgumentError('applyChunk: fault must be a function.');
   const checked = checkRows(rows, start);
-  return transact(db, async (tx) => {
-    await lockAt(tx, batch, start);
-    return storeChunk(tx, batch, start, checked, fault);
+  return traced('import.chunk', { job: batch, index: start }, async (span) => {
+    const next = await transact(db, async (tx) => {
+      await lockAt(tx, batch, start);
+      return storeChunk(tx, batch, start, checked, fault);
+    });
+    span.committed(checked.length, true);
+    return next;
   });
 }

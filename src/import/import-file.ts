@@ -3,6 +3,7 @@ import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } fro
 import { progressSince, type Progress } from '../core/progress';
 import { type CopyRows, CopyText, dialectOf, skipCopyRows } from '../dialect';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
+import { traced } from '../core/telemetry';
 import { isRetryable } from '../core/database-errors';
 import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
@@ -143,9 +144,13 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   const chunk = new ChunkRows(!handler && bulkPathOf(db) ? copyRowPrefix(batch) : null);
   const committer = chunk.copying ? bulkCommitter(db, batch, record.digest, options.durable ? null : total) : null;
   const commit = async (taken: TakenRows) => {
-    const outcome = taken.copy
-      ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
-      : await commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler);
+    const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
+      const committed = taken.copy
+        ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
+        : await commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler);
+      span.committed(committed.written, committed.written > 0);
+      return committed;
+    });
     result.nextIndex = outcome.next;
     if (outcome.written === 0) return;
     result.rows += outcome.written;

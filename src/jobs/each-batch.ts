@@ -4,6 +4,7 @@ import { encodeJson, type Json, decodeJson } from '../core/json';
 import { assertKind, insertJob, type JobRow, lockJob, readJob, updateJob, validateName, toStatus } from './job-store';
 import { type Progress, progressSince } from '../core/progress';
 import { type Db, transact } from '../core/transaction';
+import { traced } from '../core/telemetry';
 
 /** One page of a source; `next === null` marks the last page. */
 export interface Page<T> {
@@ -99,7 +100,7 @@ export async function eachBatch<T>(
 
   const startedAt = Date.now();
   while (!signal?.aborted) {
-    const round = await transact(db, async (tx): Promise<Round> => {
+    const round = await traced('batch', { job: name }, (span) => transact(db, async (tx): Promise<Round> => {
       // Re-read under the lock: another runner may have committed batches since.
       const row = await lockJob(tx, name);
       if (!row) {
@@ -108,6 +109,7 @@ export async function eachBatch<T>(
       checkFingerprint(row, fingerprint);
       const cursor = decodeJson(row.cursor);
       if (row.done === true || Number(row.done) === 1) return { kind: 'finished', cursor };
+      span.set({ index: Number(row.batches) });
       const page = checkPage<T>(await source(cursor, limit, tx));
       const now = Date.now();
       if (page.items.length === 0) {
@@ -124,8 +126,9 @@ export async function eachBatch<T>(
         items: Number(row.items) + page.items.length,
         ...(done ? { finished_at: now } : {}),
       });
+      span.committed(page.items.length, true);
       return { kind: 'batch', items: page.items.length, cursor: decodeJson(next), done };
-    });
+    }));
     result.cursor = round.cursor;
     if (round.kind === 'finished') return { ...result, done: true };
     result.batches += 1;

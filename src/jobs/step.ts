@@ -3,6 +3,7 @@ import { InvalidArgumentError } from '../core/errors';
 import { decodeJson, encodeJson, type Json } from '../core/json';
 import { assertKind, insertJob, type JobRow, lockJob, readStepRecord, updateJob, validateName } from './job-store';
 import { autocommit, type Db, joinsTransaction, transact } from '../core/transaction';
+import { type SpanScope, traced } from '../core/telemetry';
 
 function isDone(row: Pick<JobRow, 'done'>): boolean {
   return row.done === true || Number(row.done) === 1;
@@ -15,12 +16,17 @@ function isDone(row: Pick<JobRow, 'done'>): boolean {
 export async function step<T extends Json>(db: Db, name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T> {
   validateName(name);
   if (typeof f !== 'function') throw new InvalidArgumentError('step: f must be a function.');
+  return traced('step', { job: name }, (span) => runStep(db, name, f, span));
+}
+
+async function runStep<T extends Json>(db: Db, name: string, f: (tx: EntityManager) => Promise<T> | T, span: SpanScope): Promise<T> {
   if (!joinsTransaction(db)) {
     // A recorded step never changes (until reset), so a hit needs no transaction and no lock:
     // one plain read of committed state, where the locking path costs a transaction with a row lock.
     const recorded = await autocommit(db, (manager) => readStepRecord(manager, name));
     if (recorded && isDone(recorded)) {
       assertKind(recorded, 'step');
+      span.set({ cached: true });
       return decodeJson(recorded.value) as T;
     }
   }
@@ -30,6 +36,7 @@ export async function step<T extends Json>(db: Db, name: string, f: (tx: EntityM
     await insertJob(tx, name, 'step', null);
     const row = (await lockJob(tx, name)) as JobRow;
     assertKind(row, 'step');
+    span.set({ cached: isDone(row) });
     if (isDone(row)) return decodeJson(row.value) as T;
     const value = encodeJson(await f(tx), `The result of step "${name}"`);
     const now = Date.now();

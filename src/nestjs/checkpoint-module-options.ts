@@ -1,5 +1,6 @@
 import type { FactoryProvider, ModuleMetadata, Type } from '@nestjs/common';
 import type { CheckpointManagerOptions } from '../claims/checkpoint-manager';
+import type { CheckpointDashboardOptions } from './dashboard-mount';
 
 /** What `CheckpointService` is configured with (the part `forRootAsync`'s factory may compute). */
 export interface CheckpointServiceOptions {
@@ -20,7 +21,10 @@ export interface CheckpointModuleScope {
   isGlobal?: boolean;
 }
 
-export interface CheckpointModuleOptions extends CheckpointServiceOptions, CheckpointModuleScope {}
+export interface CheckpointModuleOptions extends CheckpointServiceOptions, CheckpointModuleScope {
+  /** Serves the dashboard at `path` (after the application's global prefix) on the HTTP adapter. */
+  dashboard?: CheckpointDashboardOptions;
+}
 
 /** Implemented by a class given as `useClass`/`useExisting` to `CheckpointModule.forRootAsync`. */
 export interface CheckpointOptionsFactory {
@@ -28,6 +32,8 @@ export interface CheckpointOptionsFactory {
 }
 
 export interface CheckpointModuleAsyncOptions extends CheckpointModuleScope, Pick<ModuleMetadata, 'imports'> {
+  /** Serves the dashboard at `path` (after the application's global prefix); fixed when the module is defined. */
+  dashboard?: CheckpointDashboardOptions;
   useFactory?: (...args: any[]) => CheckpointServiceOptions | Promise<CheckpointServiceOptions>;
   inject?: FactoryProvider['inject'];
   useClass?: Type<CheckpointOptionsFactory>;

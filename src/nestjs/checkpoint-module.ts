@@ -14,6 +14,12 @@ import {
 } from './checkpoint-module-options';
 import { CheckpointService } from './checkpoint-service';
 import { getCheckpointServiceToken } from './checkpoint-service-token';
+import {
+  CHECKPOINT_DASHBOARD_DATA_SOURCE,
+  CHECKPOINT_DASHBOARD_OPTIONS,
+  checkDashboardOptions,
+  CheckpointDashboardMount,
+} from './dashboard-mount';
 import { FileProcessorHost } from './file-processor-host';
 
 /**
@@ -27,15 +33,21 @@ export class CheckpointModule {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidArgumentError('CheckpointModule.forRoot(options): options must be an object.');
     }
-    const { dataSource, isGlobal, ...serviceOptions } = options;
-    return CheckpointModule.build({ dataSource, isGlobal }, [], [{ provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions }]);
+    const { dataSource, isGlobal, dashboard, ...serviceOptions } = options;
+    return CheckpointModule.build({ dataSource, isGlobal }, [], [
+      { provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions },
+      ...dashboardProviders(dashboard, dataSource),
+    ]);
   }
 
   static forRootAsync(options: CheckpointModuleAsyncOptions): DynamicModule {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidArgumentError('CheckpointModule.forRootAsync(options): options must be an object.');
     }
-    return CheckpointModule.build(options, options.imports ?? [], optionsProviders(options));
+    return CheckpointModule.build(options, options.imports ?? [], [
+      ...optionsProviders(options),
+      ...dashboardProviders(options.dashboard, options.dataSource),
+    ]);
   }
 
   private static build(scope: CheckpointModuleScope, imports: NonNullable<ModuleMetadata['imports']>, providers: Provider[]): DynamicModule {
@@ -67,6 +79,17 @@ export class CheckpointModule {
       exports: [token, entities],
     };
   }
+}
+
+/** The dashboard's mount (after the global prefix) on the module's data source, when asked for. */
+function dashboardProviders(dashboard: unknown, dataSource: string | undefined): Provider[] {
+  if (dashboard === undefined) return [];
+  checkDashboardOptions(dashboard);
+  return [
+    { provide: CHECKPOINT_DASHBOARD_OPTIONS, useValue: dashboard },
+    { provide: CHECKPOINT_DASHBOARD_DATA_SOURCE, useExisting: getDataSourceToken(dataSource) },
+    CheckpointDashboardMount,
+  ];
 }
 
 function optionsProviders(options: CheckpointModuleAsyncOptions): Provider[] {

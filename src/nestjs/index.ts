@@ -10,4 +10,5 @@ export {
 } from './checkpoint-module-options';
 export { CheckpointService } from './checkpoint-service';
 export { getCheckpointServiceToken, InjectCheckpointService } from './checkpoint-service-token';
+export { type CheckpointDashboardOptions, CheckpointDashboardMount } from './dashboard-mount';
 export { FileProcessor, type FileProcessorHandler, type FileProcessorOptions } from './file-processor';

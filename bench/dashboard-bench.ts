@@ -1,0 +1,208 @@
+// The dashboard with 100,000 files and 10,000 jobs: each page's server time against the same
+// page's SQL run bare (target ≤ 2×), EXPLAIN of every page statement on PostgreSQL (no Seq Scan of
+// file_checkpoints), and eachBatch with the OpenTelemetry SDK and a no-op exporter (≤ 1.05×).
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { metrics, trace } from '@opentelemetry/api';
+import { MeterProvider, PeriodicExportingMetricReader, type PushMetricExporter } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { DataSource } from 'typeorm';
+import { createDashboard, eachBatch, reset, sqlSource } from '../src';
+import { SqlLog } from '../test/support/sql-log';
+import { type BenchDriver, createBenchDatabase } from './bench-database';
+import { type BenchResult, result } from './bench-result';
+import { sideBySide } from './timing';
+
+export interface DashboardBenchOptions {
+  files: number;
+  jobs: number;
+  warmups: number;
+  repeats: number;
+  /** eachBatch rounds with and without the SDK. */
+  telemetryRepeats: number;
+  log: (line: string) => void;
+}
+
+const PAGES = ['', 'jobs', 'jobs?state=stalled', 'steps', 'imports', 'files', 'files?status=dead', 'files?status=completed&after=file-050000.csv', 'files?q=file-09999'];
+
+/** Files in every state (80% completed over the last two hours), batch jobs (some stalled), steps and imports. */
+export async function fill(ds: DataSource, driver: BenchDriver, files: number, jobs: number): Promise<void> {
+  const now = Date.now();
+  const series = (n: number, select: string, table: string, columns: string) =>
+    driver === 'postgres'
+      ? `INSERT INTO ${table} (${columns}) SELECT ${select} FROM generate_series(1, ${n}) g`
+      : `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ${n}) INSERT INTO ${table} (${columns}) SELECT ${select} FROM s`;
+  const pad = driver === 'postgres' ? "lpad(g::text, 6, '0')" : "substr('000000' || g, -6, 6)";
+  await ds.query(
+    series(
+      files,
+      `'file-' || ${pad} || '.csv', 'csv', ${now}, ` +
+        `CASE WHEN g % 20 < 16 THEN 'completed' WHEN g % 20 < 18 THEN 'pending' WHEN g % 20 = 18 THEN 'processing' ELSE 'failed' END, ` +
+        `100, 1, 99, 500, CASE WHEN g % 20 = 19 THEN 'boom ' || g ELSE NULL END, ` +
+        `CASE WHEN g % 20 = 19 AND g % 40 >= 20 THEN 3 ELSE 0 END, 3, 'worker-1', 1, ` +
+        `CASE WHEN g % 20 = 18 THEN ${now} + (CASE WHEN g % 40 < 20 THEN 60000 ELSE -1000 END) ELSE NULL END, ${now - 7_200_000}, ` +
+        `CASE WHEN g % 20 < 16 THEN ${now} - (g % 7200) * 1000 ELSE NULL END, ${now - 7_200_000}`,
+      'file_checkpoints',
+      'file_url, file_type, file_timestamp, status, records_total, records_filtered, records_persisted, processing_time_ms, error_message, retry_count, max_retries, processed_by, claim_token, lease_expires_at, started_at, completed_at, created_at',
+    ),
+  );
+  await ds.query(
+    series(
+      jobs,
+      `'job-' || ${pad}, CASE WHEN g % 10 < 7 THEN 'batch' ELSE 'step' END, (g % 10 >= 7 OR g % 3 = 0), ` +
+        `CASE WHEN g % 10 < 7 THEN '' || g ELSE NULL END, CASE WHEN g % 10 >= 7 THEN '{"n":' || g || '}' ELSE NULL END, ` +
+        `g % 50, g * 10, ${now - 3_600_000}, ${now} - (g % 1200) * 1000, CASE WHEN g % 10 >= 7 OR g % 3 = 0 THEN ${now} ELSE NULL END`,
+      'checkpoint_jobs',
+      'name, kind, done, cursor, value, batches, items, started_at, updated_at, finished_at',
+    ),
+  );
+  await ds.query(
+    series(1000, `'import-' || ${pad}, '${'a'.repeat(64)}', g * 10, 10000, ${now}`, 'checkpoint_imports', 'id, digest, next_index, total_rows, updated_at'),
+  );
+  await ds.query(driver === 'postgres' ? 'VACUUM ANALYZE' : 'ANALYZE');
+}
+
+/** Serves the dashboard and records each request's server time: handler start to response finished. */
+async function timedServer(ds: DataSource): Promise<{ url: string; last: () => number; close: () => Promise<void> }> {
+  const handler = createDashboard(ds);
+  let serverMs = NaN;
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const started = performance.now();
+    res.once('finish', () => (serverMs = performance.now() - started));
+    void handler(req, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    last: () => serverMs,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function pageBench(driver: BenchDriver, options: DashboardBenchOptions): Promise<BenchResult[]> {
+  const database = await createBenchDatabase(driver, 'dashboard');
+  const results: BenchResult[] = [];
+  try {
+    const sqlLog = new SqlLog();
+    const ds = await database.open({ logger: sqlLog });
+    await fill(ds, driver, options.files, options.jobs);
+    const server = await timedServer(ds);
+    try {
+      for (const page of PAGES) {
+        const url = `${server.url}${page}`;
+        sqlLog.clear();
+        const first = await fetch(url);
+        if (first.status !== 200) throw new Error(`${page}: HTTP ${first.status}`);
+        await first.text();
+        // The page's own statements, as the driver received them (autocommit; no transaction statements).
+        const statements = sqlLog.queries.filter((q) => /^\s*(SELECT|WITH)/i.test(q.sql));
+        const bare = async () => {
+          const started = performance.now();
+          for (const statement of statements) await ds.query(statement.sql, statement.parameters);
+          return performance.now() - started;
+        };
+        const served = async () => {
+          const response = await fetch(url);
+          await response.text();
+          return server.last();
+        };
+        const pair = await sideBySide({ warmups: options.warmups, repeats: options.repeats, candidate: served, baseline: bare });
+        results.push(result(`dashboard ${driver} /${page} server time vs its SQL`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 2 }));
+        if (driver === 'postgres') {
+          const seqScans: string[] = [];
+          for (const statement of statements) {
+            const plan = (await ds.query(`EXPLAIN ${statement.sql}`, statement.parameters)) as { 'QUERY PLAN': string }[];
+            const text = plan.map((row) => row['QUERY PLAN']).join('\n');
+            if (/Seq Scan on file_checkpoints/.test(text)) seqScans.push(`${statement.sql}\n${text}`);
+          }
+          if (seqScans.length > 0) options.log(`Seq Scan on /${page}:\n${seqScans.join('\n\n')}`);
+          results.push(result(`dashboard postgres /${page}: statements with a Seq Scan of file_checkpoints`, seqScans.length, 'statements', null, null, { max: 0 }, 'value'));
+        }
+        options.log(`  /${page}: ${pair.candidate.toFixed(2)} ms served, ${pair.baseline.toFixed(2)} ms SQL (${statements.length} statements)`);
+      }
+    } finally {
+      await server.close();
+    }
+  } finally {
+    await database.drop();
+  }
+  return results;
+}
+
+/** `ExportResultCode.SUCCESS` of `@opentelemetry/core` (not a dependency of its own here). */
+const EXPORTED = { code: 0 };
+
+class NoopSpanExporter implements SpanExporter {
+  export(_spans: unknown[], done: (result: typeof EXPORTED) => void): void {
+    done(EXPORTED);
+  }
+  async shutdown(): Promise<void> {}
+}
+
+class NoopMetricExporter implements PushMetricExporter {
+  export(_metrics: unknown, done: (result: typeof EXPORTED) => void): void {
+    done(EXPORTED);
+  }
+  async forceFlush(): Promise<void> {}
+  async shutdown(): Promise<void> {}
+}
+
+/**
+ * eachBatch copying 50,000 rows in batches of 1,000 (sqlSource + one multi-row INSERT per batch,
+ * the each-batch section's workload) with the SDK registered (BatchSpanProcessor and a periodic
+ * metric reader, both with no-op exporters) vs without.
+ */
+async function telemetryBench(options: DashboardBenchOptions): Promise<BenchResult> {
+  const database = await createBenchDatabase('sqlite', 'telemetry');
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(new NoopSpanExporter())] });
+  const meterProvider = new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter: new NoopMetricExporter(), exportIntervalMillis: 1000 })] });
+  try {
+    const ds = await database.open();
+    for (const table of ['bench_source', 'bench_target']) {
+      await ds.query(`CREATE TABLE ${table} (id integer PRIMARY KEY, name varchar(64) NOT NULL, amount integer NOT NULL)`);
+    }
+    await ds.query(
+      `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 50000)
+       INSERT INTO bench_source (id, name, amount) SELECT g, 'customer-' || g, (g * 7919) % 100000 FROM s`,
+    );
+    const run = async (withSdk: boolean) => {
+      if (withSdk) {
+        trace.setGlobalTracerProvider(tracerProvider);
+        metrics.setGlobalMeterProvider(meterProvider);
+      } else {
+        trace.disable();
+        metrics.disable();
+      }
+      await reset(ds, 'telemetry-bench');
+      await ds.query('DELETE FROM bench_target');
+      const started = performance.now();
+      const source = await sqlSource(ds, 'bench_source', 'id');
+      await eachBatch(ds, 'telemetry-bench', source, 1000, async (items, tx) => {
+        const parameters = items.flatMap((row) => [row.id, row.name, row.amount]);
+        await tx.query(`INSERT INTO bench_target (id, name, amount) VALUES ${items.map(() => '(?, ?, ?)').join(', ')}`, parameters);
+      });
+      return performance.now() - started;
+    };
+    const pair = await sideBySide({ warmups: 1, repeats: options.telemetryRepeats, candidate: () => run(true), baseline: () => run(false) });
+    return result('eachBatch 50 × 1,000 rows (sqlite) with the OTel SDK + no-op exporters vs without', pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 1.05 });
+  } finally {
+    trace.disable();
+    metrics.disable();
+    await tracerProvider.shutdown();
+    await meterProvider.shutdown();
+    await database.drop();
+  }
+}
+
+export async function dashboardBench(drivers: BenchDriver[], options: DashboardBenchOptions): Promise<BenchResult[]> {
+  const results: BenchResult[] = [];
+  for (const driver of drivers) {
+    options.log(` dashboard pages on ${driver} (${options.files} files, ${options.jobs} jobs)`);
+    results.push(...(await pageBench(driver, options)));
+  }
+  options.log(' eachBatch with and without the OpenTelemetry SDK');
+  results.push(await telemetryBench(options));
+  return results;
+}

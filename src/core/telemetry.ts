@@ -1,0 +1,135 @@
+import type * as OpenTelemetry from '@opentelemetry/api';
+
+/**
+ * OpenTelemetry through `@opentelemetry/api` only (an optional peer; never the SDK): a tracer and
+ * a meter named after the package, spans `checkpoint.<operation>`, attributes `checkpoint.*`.
+ * The API is required on first use; without it installed every helper here just runs `fn`.
+ */
+const PACKAGE = 'typeorm-checkpoint';
+
+export type Operation = 'batch' | 'import.chunk' | 'step' | 'file' | 'range';
+type AttributeValue = string | number | boolean;
+
+/** What the code inside a span tells it. */
+export interface SpanScope {
+  /** Adds attributes; names get the `checkpoint.` prefix. */
+  set(attributes: Record<string, AttributeValue | undefined>): void;
+  /** The unit of work committed `items` items; `batch` counts it in `checkpoint.batches`. */
+  committed(items: number, batch: boolean): void;
+}
+
+interface Instruments {
+  api: typeof OpenTelemetry;
+  tracer: OpenTelemetry.Tracer;
+  items: OpenTelemetry.Counter;
+  batches: OpenTelemetry.Counter;
+  failures: OpenTelemetry.Counter;
+  duration: OpenTelemetry.Histogram;
+  /** The global providers these were made from: an application may register its SDK later. */
+  tracerProvider: OpenTelemetry.TracerProvider;
+  meterProvider: OpenTelemetry.MeterProvider;
+}
+
+let api: typeof OpenTelemetry | null | undefined;
+let instruments: Instruments | undefined;
+
+function loadApi(): typeof OpenTelemetry | null {
+  if (api === undefined) {
+    try {
+      // A guarded require: the optional peer may be absent, and then nothing is loaded at all.
+      api = require('@opentelemetry/api') as typeof OpenTelemetry;
+    } catch {
+      api = null;
+    }
+  }
+  return api;
+}
+
+function current(): Instruments | null {
+  const otel = loadApi();
+  if (otel === null) return null;
+  const tracerProvider = otel.trace.getTracerProvider();
+  const meterProvider = otel.metrics.getMeterProvider();
+  if (instruments?.tracerProvider === tracerProvider && instruments.meterProvider === meterProvider) return instruments;
+  const meter = meterProvider.getMeter(PACKAGE);
+  instruments = {
+    api: otel,
+    tracer: tracerProvider.getTracer(PACKAGE),
+    items: meter.createCounter('checkpoint.items', { description: 'Items committed (batch items, import rows, file rows persisted)', unit: '{item}' }),
+    batches: meter.createCounter('checkpoint.batches', { description: 'Batches and import chunks committed', unit: '{batch}' }),
+    failures: meter.createCounter('checkpoint.failures', { description: 'Batches, chunks, steps, files and ranges that failed', unit: '{failure}' }),
+    duration: meter.createHistogram('checkpoint.duration', { description: 'Duration of batches, chunks, steps, files and ranges', unit: 'ms' }),
+    tracerProvider,
+    meterProvider,
+  };
+  return instruments;
+}
+
+// Metric attribute sets are few (operation × outcome × error code): made once, not per record.
+const attributeSets = new Map<string, Record<string, AttributeValue>>();
+
+function metricAttributes(operation: Operation, extra?: [name: string, value: string]): Record<string, AttributeValue> {
+  const key = extra ? `${operation}\0${extra[0]}\0${extra[1]}` : operation;
+  let set = attributeSets.get(key);
+  if (set === undefined) {
+    set = { 'checkpoint.operation': operation, ...(extra ? { [extra[0]]: extra[1] } : {}) };
+    // Error codes are bounded (library codes and error class names), but never let the map grow without end.
+    if (attributeSets.size < 1000) attributeSets.set(key, set);
+  }
+  return set;
+}
+
+const NO_SCOPE: SpanScope = { set: () => undefined, committed: () => undefined };
+
+/** The stable code of a library error, else the error's class name. */
+function errorCode(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code !== '') return code;
+  return error instanceof Error ? error.name : typeof error;
+}
+
+/**
+ * Runs `fn` as the span `checkpoint.<operation>` (the active span inside, so database
+ * instrumentations nest under it), then records the metrics: duration and outcome always,
+ * items/batches when committed, a failure with its error code when `fn` throws (re-raised unchanged).
+ */
+export async function traced<T>(operation: Operation, attributes: Record<string, AttributeValue | undefined>, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+  const otel = current();
+  if (otel === null) return fn(NO_SCOPE);
+  return otel.tracer.startActiveSpan(`checkpoint.${operation}`, async (span) => {
+    const started = performance.now();
+    let committed: { items: number; batch: boolean } | null = null;
+    const scope: SpanScope = {
+      set(values) {
+        for (const [name, value] of Object.entries(values)) if (value !== undefined) span.setAttribute(`checkpoint.${name}`, value);
+      },
+      committed(items, batch) {
+        committed = { items, batch };
+        span.setAttribute('checkpoint.items', items);
+      },
+    };
+    scope.set(attributes);
+    try {
+      const result = await fn(scope);
+      const outcome = committed !== null ? 'committed' : 'ok';
+      span.setAttribute('checkpoint.outcome', outcome);
+      const done = committed as { items: number; batch: boolean } | null;
+      if (done !== null) {
+        if (done.items > 0) otel.items.add(done.items, metricAttributes(operation));
+        if (done.batch) otel.batches.add(1, metricAttributes(operation));
+      }
+      otel.duration.record(performance.now() - started, metricAttributes(operation, ['checkpoint.outcome', outcome]));
+      return result;
+    } catch (error) {
+      const code = errorCode(error);
+      span.setAttributes({ 'checkpoint.outcome': 'failed', 'checkpoint.error_code': code });
+      span.recordException(error instanceof Error ? error : String(error));
+      span.setStatus({ code: otel.api.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+      otel.failures.add(1, metricAttributes(operation, ['checkpoint.error_code', code]));
+      otel.duration.record(performance.now() - started, metricAttributes(operation, ['checkpoint.outcome', 'failed']));
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}

@@ -1,0 +1,216 @@
+import { choice, containsPattern, keysetPage, type PageContext, pageSize, read, toNullableNumber, toNumber } from './dashboard-sql';
+import { type Html, html } from './html';
+import { formatCount, formatDuration, formatTime, layout, pager, type View } from './layout';
+import { searchForm } from './jobs-page';
+import { type Throughput, throughputChart } from './throughput-chart';
+
+export const FILE_STATUSES = ['all', 'pending', 'processing', 'completed', 'failed', 'dead'] as const;
+export type FileTab = (typeof FILE_STATUSES)[number];
+const ERROR_CHARS = 500;
+const MINUTE = 60_000;
+const HOUR_BUCKETS = 60;
+
+/** Counts by status; `failed` includes the dead letters, `dead` is that subset (as `summary()`). */
+export interface FileCounts {
+  all: number;
+  pending: number;
+  processing: number;
+  completed: number;
+  failed: number;
+  dead: number;
+  /** Files `processing` whose lease has expired (their worker is presumably gone). */
+  expiredLeases: number;
+}
+
+export interface FileView {
+  url: string;
+  type: string;
+  status: string;
+  /** Failed with no retries left: only `requeue` makes it claimable again. */
+  dead: boolean;
+  retryCount: number;
+  maxRetries: number;
+  /** The last error, cut at 500 characters. */
+  error: string | null;
+  processedBy: string | null;
+  leaseExpiresAt: number | null;
+  startedAt: number | null;
+  completedAt: number | null;
+  recordsTotal: number;
+  recordsPersisted: number;
+  processingTimeMs: number;
+}
+
+export interface FilesData {
+  page: 'files';
+  filters: { status: FileTab; q: string; limit: number; after: string | null };
+  counts: FileCounts;
+  throughput: Throughput;
+  items: FileView[];
+  next: string | null;
+}
+
+/** Counts by status, dead letters and expired leases: each a query the status index answers. */
+export async function loadFileCounts(ctx: PageContext): Promise<FileCounts> {
+  const q = (name: string) => ctx.dialect.quote(name);
+  return read(ctx, async (query) => {
+    const byStatus = await query(`SELECT ${q('status')}, COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} GROUP BY ${q('status')}`, []);
+    const dead = await query(
+      `SELECT COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} WHERE ${q('status')} = ? AND ${q('retry_count')} >= ${q('max_retries')}`,
+      ['failed'],
+    );
+    const expired = await query(
+      `SELECT COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} WHERE ${q('status')} = ? AND ${q('lease_expires_at')} <= ?`,
+      ['processing', ctx.now],
+    );
+    const counts: FileCounts = { all: 0, pending: 0, processing: 0, completed: 0, failed: 0, dead: toNumber(dead[0]?.n), expiredLeases: toNumber(expired[0]?.n) };
+    for (const row of byStatus) {
+      const n = toNumber(row.n);
+      counts.all += n;
+      const status = String(row.status);
+      if (status === 'pending' || status === 'processing' || status === 'completed' || status === 'failed') counts[status] += n;
+    }
+    return counts;
+  });
+}
+
+export async function loadThroughput(ctx: PageContext): Promise<Throughput> {
+  const q = (name: string) => ctx.dialect.quote(name);
+  const from = ctx.now - HOUR_BUCKETS * MINUTE;
+  // Bucket start offsets by subtraction and modulo: integer arithmetic that means the same on every database.
+  const bucket = `${q('o')} - (${q('o')} % ${MINUTE})`;
+  const rows = await read(ctx, (query) =>
+    query(
+      `SELECT ${bucket} AS ${q('bucket')}, COUNT(*) AS ${q('n')} FROM ` +
+        `(SELECT ${q('completed_at')} - ? AS ${q('o')} FROM ${q('file_checkpoints')} WHERE ${q('completed_at')} >= ?) ${q('recent')} GROUP BY ${bucket}`,
+      [from, from],
+    ),
+  );
+  const completed = new Array<number>(HOUR_BUCKETS).fill(0);
+  for (const row of rows) {
+    const index = Math.floor(toNumber(row.bucket) / MINUTE);
+    if (index >= 0 && index < HOUR_BUCKETS) completed[index] += toNumber(row.n);
+  }
+  return { bucketMs: MINUTE, from, completed };
+}
+
+export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promise<FilesData> {
+  const filters = {
+    status: choice('status', query.get('status'), FILE_STATUSES, 'all'),
+    q: query.get('q') ?? '',
+    limit: pageSize(query.get('limit')),
+    after: query.get('after') || null,
+  };
+  const q = (name: string) => ctx.dialect.quote(name);
+  const conditions: string[] = [];
+  const parameters: unknown[] = [];
+  if (filters.status !== 'all') {
+    conditions.push(`${q('status')} = ?`);
+    parameters.push(filters.status === 'dead' ? 'failed' : filters.status);
+  }
+  if (filters.status === 'dead') conditions.push(`${q('retry_count')} >= ${q('max_retries')}`);
+  if (filters.q !== '') {
+    conditions.push(`${q('file_url')} LIKE ? ESCAPE '!'`);
+    parameters.push(containsPattern(filters.q));
+  }
+  if (filters.after !== null) {
+    conditions.push(`${q('file_url')} > ?`);
+    parameters.push(filters.after);
+  }
+  const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
+  const columns = ['file_url', 'file_type', 'status', 'retry_count', 'max_retries', 'processed_by', 'lease_expires_at', 'started_at', 'completed_at', 'records_total', 'records_persisted', 'processing_time_ms'];
+  // The page's keys first, then their rows: the key search (a URL substring above all) can then
+  // run over the primary key index alone instead of the table, and only one page of rows is read.
+  const rows = await read(ctx, (query) =>
+    query(
+      `SELECT ${columns.map((c) => `${q('f')}.${q(c)}`).join(', ')}, SUBSTR(${q('f')}.${q('error_message')}, 1, ${ERROR_CHARS}) AS ${q('error_text')} ` +
+        `FROM (SELECT ${q('file_url')} FROM ${q('file_checkpoints')}${where} ORDER BY ${q('file_url')} LIMIT ?) ${q('k')} ` +
+        `JOIN ${q('file_checkpoints')} ${q('f')} ON ${q('f')}.${q('file_url')} = ${q('k')}.${q('file_url')} ORDER BY ${q('f')}.${q('file_url')}`,
+      [...parameters, filters.limit + 1],
+    ),
+  );
+  const page = keysetPage(rows, filters.limit, (row) => String(row.file_url));
+  const items = page.items.map((row): FileView => {
+    const status = String(row.status);
+    const retryCount = toNumber(row.retry_count);
+    const maxRetries = toNumber(row.max_retries);
+    return {
+      url: String(row.file_url),
+      type: String(row.file_type),
+      status,
+      dead: status === 'failed' && retryCount >= maxRetries,
+      retryCount,
+      maxRetries,
+      error: row.error_text === null || row.error_text === undefined ? null : String(row.error_text),
+      processedBy: row.processed_by === null || row.processed_by === undefined ? null : String(row.processed_by),
+      leaseExpiresAt: toNullableNumber(row.lease_expires_at),
+      startedAt: toNullableNumber(row.started_at),
+      completedAt: toNullableNumber(row.completed_at),
+      recordsTotal: toNumber(row.records_total),
+      recordsPersisted: toNumber(row.records_persisted),
+      processingTimeMs: toNumber(row.processing_time_ms),
+    };
+  });
+  const [counts, throughput] = [await loadFileCounts(ctx), await loadThroughput(ctx)];
+  return { page: 'files', filters, counts, throughput, items, next: page.next };
+}
+
+function statusBadge(file: FileView): Html {
+  if (file.dead) return html`<span class="state state-bad">dead letter</span>`;
+  const tone = file.status === 'completed' ? 'done' : file.status === 'failed' ? 'warn' : 'running';
+  return html`<span class="state state-${tone}">${file.status}</span>`;
+}
+
+/** The location to come back to after an action, relative to the mount point. */
+export function backPath(view: View): string {
+  const search = view.query.toString();
+  return `${view.path}${search ? `?${search}` : ''}`;
+}
+
+export function renderFiles(data: FilesData, view: View): Html {
+  const requeueable = (file: FileView) => view.canWrite && file.status === 'failed';
+  const anyRequeueable = data.items.some(requeueable);
+  const rows = data.items.map(
+    (file) => html`<tr>
+<td>${requeueable(file) ? html`<input type="checkbox" name="url" value="${file.url}" aria-label="Select ${file.url}">` : ''}</td>
+<td class="name">${file.url}</td>
+<td>${file.type}</td>
+<td>${statusBadge(file)}</td>
+<td class="num">${file.retryCount} / ${file.maxRetries}</td>
+<td class="num">${formatCount(file.recordsPersisted)} / ${formatCount(file.recordsTotal)}</td>
+<td>${file.status === 'processing' ? html`lease until ${formatTime(file.leaseExpiresAt)}` : formatTime(file.completedAt)}</td>
+<td class="num">${file.status === 'completed' ? formatDuration(file.processingTimeMs) : '—'}</td>
+<td class="error">${file.error ?? ''}</td>
+<td>${requeueable(file) ? html`<button type="submit" name="one" value="${file.url}">Requeue</button>` : ''}</td>
+</tr>`,
+  );
+  const table = html`<table class="list">
+<thead><tr><th></th><th>URL</th><th>Type</th><th>Status</th><th>Retries</th><th>Rows</th><th>When</th><th>Took</th><th>Error</th><th></th></tr></thead>
+<tbody>${rows.length > 0 ? rows : html`<tr><td colspan="10" class="empty">No files.</td></tr>`}</tbody>
+</table>`;
+  return layout(
+    view,
+    'File claims',
+    html`${fileTabs(view, data)}
+<p class="summary">${formatCount(data.counts.expiredLeases)} expired leases</p>
+${throughputChart(data.throughput)}
+${searchForm(view, { status: data.filters.status }, data.filters.q, 'URL contains…')}
+${
+  anyRequeueable
+    ? html`<form method="post" action="${view.base}files/requeue" class="requeue"><input type="hidden" name="back" value="${backPath(view)}">${table}<p><button type="submit" name="selected" value="1">Requeue selected</button></p></form>`
+    : table
+}
+${pager(view, data.next)}`,
+  );
+}
+
+function fileTabs(view: View, data: FilesData): Html {
+  const counts: Record<FileTab, number> = { ...data.counts };
+  const current = data.filters.status;
+  const base = Object.fromEntries(view.query.entries());
+  return html`<nav class="subtabs">${FILE_STATUSES.map((status) => {
+    const link = new URLSearchParams({ ...base, status });
+    link.delete('after');
+    return html`<a href="${view.base}files?${link.toString()}"${status === current ? html` aria-current="page"` : ''}>${status === 'dead' ? 'dead letters' : status} <span class="count">${formatCount(counts[status])}</span></a>`;
+  })}</nav>`;
+}

@@ -1,0 +1,112 @@
+import { choice, containsPattern, keysetPage, type PageContext, pageSize, read, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
+import { type Html, html } from './html';
+import { formatTime, layout, pager, type View } from './layout';
+import { resetLink, searchForm, stateTabs } from './jobs-page';
+
+/** Recorded results longer than this are cut (the database returns only this much). */
+export const VALUE_CHARS = 2000;
+
+export const STEP_STATES = ['all', 'recorded', 'pending'] as const;
+export type StepState = (typeof STEP_STATES)[number];
+
+export interface StepView {
+  name: string;
+  /** True once the result is recorded; a pending step's row exists while (or since) `f` failed or runs. */
+  recorded: boolean;
+  /** The recorded result as JSON text, cut at 2,000 characters. */
+  value: string | null;
+  valueTruncated: boolean;
+  startedAt: number;
+  finishedAt: number | null;
+}
+
+export interface StepsData {
+  page: 'steps';
+  filters: { state: StepState; q: string; limit: number; after: string | null };
+  items: StepView[];
+  next: string | null;
+}
+
+export async function loadSteps(ctx: PageContext, query: URLSearchParams): Promise<StepsData> {
+  const filters = {
+    state: choice('state', query.get('state'), STEP_STATES, 'all'),
+    q: query.get('q') ?? '',
+    limit: pageSize(query.get('limit')),
+    after: query.get('after') || null,
+  };
+  const q = (name: string) => ctx.dialect.quote(name);
+  const conditions = [`${q('kind')} = ?`];
+  const parameters: unknown[] = ['step'];
+  if (filters.state !== 'all') {
+    conditions.push(`${q('done')} = ?`);
+    parameters.push(ctx.dialect.bindable(filters.state === 'recorded'));
+  }
+  if (filters.q !== '') {
+    conditions.push(`${q('name')} LIKE ? ESCAPE '!'`);
+    parameters.push(containsPattern(filters.q));
+  }
+  if (filters.after !== null) {
+    conditions.push(`${q('name')} > ?`);
+    parameters.push(filters.after);
+  }
+  const rows = await read(ctx, (query) =>
+    query(
+      `SELECT ${q('name')}, ${q('done')}, ${q('started_at')}, ${q('finished_at')}, SUBSTR(${q('value')}, 1, ${VALUE_CHARS + 1}) AS ${q('value_text')} ` +
+        `FROM ${q('checkpoint_jobs')} WHERE ${conditions.join(' AND ')} ORDER BY ${q('name')} LIMIT ?`,
+      [...parameters, filters.limit + 1],
+    ),
+  );
+  const page = keysetPage(rows, filters.limit, (row) => String(row.name));
+  const items = page.items.map((row): StepView => {
+    const value = row.value_text === null || row.value_text === undefined ? null : String(row.value_text);
+    return {
+      name: String(row.name),
+      recorded: toBoolean(row.done),
+      value: value !== null && value.length > VALUE_CHARS ? value.slice(0, VALUE_CHARS) : value,
+      valueTruncated: value !== null && value.length > VALUE_CHARS,
+      startedAt: toNumber(row.started_at),
+      finishedAt: toNullableNumber(row.finished_at),
+    };
+  });
+  return { page: 'steps', filters, items, next: page.next };
+}
+
+/** Pretty-printed when the (untruncated) text parses; the raw text otherwise. */
+function prettyJson(step: StepView): string {
+  if (step.value === null) return '';
+  if (step.valueTruncated) return `${step.value}…`;
+  try {
+    return JSON.stringify(JSON.parse(step.value), null, 2);
+  } catch {
+    return step.value;
+  }
+}
+
+export function renderSteps(data: StepsData, view: View): Html {
+  const rows = data.items.map(
+    (step) => html`<tr>
+<td class="name">${step.name}</td>
+<td>${step.recorded ? html`<span class="state state-done">recorded</span>` : html`<span class="state state-running">pending</span>`}</td>
+<td>${formatTime(step.finishedAt)}</td>
+<td>${
+      step.value === null
+        ? '—'
+        : html`<details data-key="${step.name}"><summary><code class="json">${step.value.slice(0, 60)}${step.value.length > 60 ? '…' : ''}</code></summary><pre class="json">${prettyJson(step)}</pre>${
+            step.valueTruncated ? html`<p class="note">Truncated at 2,000 characters.</p>` : ''
+          }</details>`
+    }</td>
+<td>${resetLink(view, step.name)}</td>
+</tr>`,
+  );
+  return layout(
+    view,
+    'Steps',
+    html`${stateTabs(view, STEP_STATES, data.filters.state)}
+${searchForm(view, { state: data.filters.state }, data.filters.q, 'Step name contains…')}
+<table class="list">
+<thead><tr><th>Name</th><th>State</th><th>Recorded at</th><th>Result</th><th></th></tr></thead>
+<tbody>${rows.length > 0 ? rows : html`<tr><td colspan="5" class="empty">No steps.</td></tr>`}</tbody>
+</table>
+${pager(view, data.next)}`,
+  );
+}

@@ -1,0 +1,112 @@
+import { mkdirSync } from 'node:fs';
+import { expect } from 'chai';
+import express from 'express';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium, visitLinks, watchProblems } from './support/browser';
+import { CheckpointManager, createDashboard } from '../src';
+import { DRIVER, sql, useTestDatabase } from './support/database';
+import { type DashboardState, HOSTILE, makeState, type Served, serve } from './support/dashboard-state';
+
+describe(`dashboard in Chromium (${DRIVER})`, function () {
+  const db = useTestDatabase('dashboard_browser');
+  let browser: Browser;
+  let server: Served;
+  let state: DashboardState;
+  const BASE = '/admin/ops/';
+
+  before(async () => {
+    state = await makeState(db.ds);
+    browser = await launchChromium();
+    const app = express();
+    app.use((_req, res, next) => {
+      res.setHeader('Content-Security-Policy', "default-src 'self'");
+      next();
+    });
+    app.use('/admin/ops', createDashboard(db.ds, { refreshMs: 150, title: 'Ops <checkpoint>' }));
+    server = await serve(app);
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  async function open(path: string): Promise<{ page: Page; problems: string[] }> {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const problems = watchProblems(page);
+    const response = await page.goto(`${server.url}${BASE}${path}`);
+    expect(response?.status()).to.equal(200);
+    expect(response?.headers()['content-security-policy']).to.equal("default-src 'self'");
+    return { page, problems };
+  }
+
+  it('renders every page from the state made through the API; hostile names and errors are text and run nothing', async () => {
+    const expectations: [string, string[]][] = [
+      ['', [HOSTILE.file, HOSTILE.error, 'Dead letters: 1']],
+      ['jobs', [HOSTILE.job]],
+      ['steps', [HOSTILE.step]],
+      ['imports', [HOSTILE.import]],
+      ['files?status=dead', [HOSTILE.file, HOSTILE.error]],
+      [`jobs/reset?name=${encodeURIComponent(HOSTILE.job)}`, [HOSTILE.job]],
+    ];
+    for (const [path, texts] of expectations) {
+      const { page, problems } = await open(path);
+      const text = await page.locator('main').innerText();
+      for (const expected of texts) expect(text, path).to.include(expected);
+      expect(await page.evaluate('window.__pwned'), path).to.equal(undefined);
+      expect(await page.title()).to.include('Ops <checkpoint>');
+      expect(problems, path).to.deep.equal([]);
+      await page.close();
+    }
+    // The step's recorded result is collapsible JSON: closed at first, the JSON text inside.
+    const { page } = await open('steps');
+    const details = page.locator('details').first();
+    expect(await details.getAttribute('open')).to.equal(null);
+    await details.locator('summary').click();
+    expect(JSON.parse(await details.locator('pre').innerText())).to.deep.equal(HOSTILE.stepValue);
+    await page.close();
+  });
+
+  it('follows every link under the nested base path with no broken link or asset, under CSP, without console errors', async () => {
+    const { page, problems } = await open('');
+    const visited = await visitLinks(page, BASE);
+    expect(visited).to.include.members([BASE, `${BASE}jobs`, `${BASE}steps`, `${BASE}imports`, `${BASE}files`]);
+    expect(await page.evaluate('getComputedStyle(document.body).margin')).to.equal('0px');
+    expect(problems).to.deep.equal([]);
+    await page.close();
+  });
+
+  it('live refresh shows a change without reloading the page', async () => {
+    const { page, problems } = await open('files?status=pending');
+    await page.evaluate('window.__sameDocument = true');
+    const url = 's3://bucket/arrived-later.csv';
+    expect(await page.locator('main').innerText()).to.not.include(url);
+    await new CheckpointManager(db.ds).register([{ fileUrl: url, fileType: 'csv', fileTimestamp: new Date(0) }]);
+    await page.locator('main td.name', { hasText: url }).waitFor();
+    expect(await page.evaluate('window.__sameDocument')).to.equal(true);
+    expect(problems).to.deep.equal([]);
+    await page.close();
+  });
+
+  it('a click on Requeue makes the dead letter pending', async () => {
+    const { page, problems } = await open('files?status=dead');
+    await page.locator('tr', { hasText: HOSTILE.error }).getByRole('button', { name: 'Requeue' }).click();
+    await page.waitForURL(`${server.url}${BASE}files?status=dead`);
+    const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as { status: string }[];
+    expect(rows[0].status).to.equal('pending');
+    expect(await page.locator('main').innerText()).to.include('No files.');
+    if (process.env.DASHBOARD_SCREENSHOT) {
+      // Put the dead letter back so the screenshot shows a problem, as a real fleet would.
+      const manager = new CheckpointManager(db.ds, { maxRetries: 0 });
+      await db.ds.query(sql('UPDATE file_checkpoints SET max_retries = 0 WHERE file_url = ?'), [state.deadUrl]);
+      await manager.claimFile(state.deadUrl, 'csv', new Date(0));
+      await manager.failFile(state.deadUrl, 'row 17: value is not an integer');
+      await manager.processFile('s3://bucket/done.csv', 'csv', new Date(0), () => ({ totalRows: 120, filteredRows: 3, persistedRows: 117 }));
+      await page.goto(`${server.url}${BASE}files`);
+      mkdirSync('docs', { recursive: true });
+      await page.screenshot({ path: 'docs/dashboard.png', fullPage: true });
+    }
+    expect(problems).to.deep.equal([]);
+    await page.close();
+  });
+});

@@ -1,0 +1,54 @@
+import { createServer, type RequestListener } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { DataSource } from 'typeorm';
+import { CheckpointManager, eachBatch, importAll, step } from '../../src';
+
+/** Names and messages that would run or break the page if they were not escaped. */
+export const HOSTILE = {
+  job: `job <img src=x onerror="window.__pwned=1"> "quoted" 'single' & <script>window.__pwned=2</script>`,
+  step: `step </td></tr><script>window.__pwned=3</script>`,
+  stepValue: { html: '<b>bold</b>', script: '</pre><script>window.__pwned=4</script>' },
+  import: `import "><svg onload=window.__pwned=5>`,
+  file: `s3://bucket/<script>window.__pwned=6</script>.csv`,
+  error: `<img src=x onerror=window.__pwned=7> failed: "bad" row & more`,
+};
+
+export interface DashboardState {
+  deadUrl: string;
+  pendingUrl: string;
+}
+
+/** Makes one of everything through the library's API: a done batch job, a step, an import, a dead letter, a pending file. */
+export async function makeState(db: DataSource): Promise<DashboardState> {
+  await eachBatch(db, HOSTILE.job, (cursor) => ({ items: cursor === null ? [1, 2, 3] : [], next: cursor === null ? 3 : null }), 10, () => undefined);
+  await step(db, HOSTILE.step, () => HOSTILE.stepValue);
+  await importAll(db, HOSTILE.import, '[{"id":"a","value":1},{"id":"b","value":2}]');
+  const manager = new CheckpointManager(db, { maxRetries: 0 });
+  const pendingUrl = 's3://bucket/pending.csv';
+  await manager.register([
+    { fileUrl: HOSTILE.file, fileType: 'csv', fileTimestamp: new Date(0) },
+    { fileUrl: pendingUrl, fileType: 'csv', fileTimestamp: new Date(0) },
+  ]);
+  if (!(await manager.claimFile(HOSTILE.file, 'csv', new Date(0)))) throw new Error('could not claim the test file');
+  await manager.failFile(HOSTILE.file, HOSTILE.error);
+  return { deadUrl: HOSTILE.file, pendingUrl };
+}
+
+export interface Served {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Serves `listener` on 127.0.0.1 at a free port. */
+export async function serve(listener: RequestListener): Promise<Served> {
+  const server = createServer(listener);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
+    },
+  };
+}

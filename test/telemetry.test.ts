@@ -1,0 +1,163 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { context, metrics, SpanStatusCode, trace } from '@opentelemetry/api';
+import { AsyncHooksContextManager } from '@opentelemetry/context-async-hooks';
+import { AggregationTemporality, type DataPoint, type Histogram, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { expect } from 'chai';
+import { CheckpointManager, eachBatch, importAll, importFile, step } from '../src';
+import { DRIVER, useTestDatabase } from './support/database';
+import { rejection } from './support/expect-code';
+import { runChild } from './support/child';
+
+describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
+  const db = useTestDatabase('telemetry');
+  const spans = new InMemorySpanExporter();
+  const metricExporter = new InMemoryMetricExporter(AggregationTemporality.DELTA);
+  const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  let dir: string;
+
+  before(() => {
+    context.setGlobalContextManager(new AsyncHooksContextManager().enable());
+    trace.setGlobalTracerProvider(tracerProvider);
+    metrics.setGlobalMeterProvider(meterProvider);
+    dir = mkdtempSync(join(tmpdir(), 'ck-telemetry-'));
+  });
+
+  after(async () => {
+    await meterProvider.shutdown();
+    await tracerProvider.shutdown();
+    trace.disable();
+    metrics.disable();
+    context.disable();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  beforeEach(async () => {
+    await reader.forceFlush();
+    metricExporter.reset();
+    spans.reset();
+  });
+
+  function named(name: string): ReadableSpan[] {
+    return spans.getFinishedSpans().filter((span) => span.name === name);
+  }
+
+  /** Data points of metric `name` since the last test, by their attributes. */
+  async function points(name: string): Promise<DataPoint<number | Histogram>[]> {
+    await reader.forceFlush();
+    return metricExporter
+      .getMetrics()
+      .flatMap((resource) => resource.scopeMetrics)
+      .filter((scope) => scope.scope.name === 'typeorm-checkpoint')
+      .flatMap((scope) => scope.metrics)
+      .filter((metric) => metric.descriptor.name === name)
+      .flatMap((metric) => metric.dataPoints as DataPoint<number | Histogram>[]);
+  }
+
+  async function sum(name: string, attributes: Record<string, string>): Promise<number> {
+    const matching = (await points(name)).filter((point) => Object.entries(attributes).every(([k, v]) => point.attributes[k] === v));
+    return matching.reduce((total, point) => total + (typeof point.value === 'number' ? point.value : point.value.count), 0);
+  }
+
+  it('eachBatch: a checkpoint.batch span per batch (job, index, items, outcome), the handler inside it; batches, items and durations', async () => {
+    const tracer = trace.getTracer('test');
+    const items = [1, 2, 3, 4, 5];
+    await eachBatch(
+      db.ds,
+      'telemetry-job',
+      (cursor, limit) => {
+        const from = cursor === null ? 0 : Number(cursor);
+        const page = items.slice(from, from + limit);
+        return { items: page, next: from + limit >= items.length ? null : from + limit };
+      },
+      2,
+      async () => tracer.startActiveSpan('handler', async (span) => span.end()),
+    );
+    const batches = named('checkpoint.batch');
+    expect(batches.map((span) => span.attributes)).to.deep.equal([0, 1, 2].map((index) => ({
+      'checkpoint.job': 'telemetry-job',
+      'checkpoint.index': index,
+      'checkpoint.items': index < 2 ? 2 : 1,
+      'checkpoint.outcome': 'committed',
+    })));
+    expect(batches[0].instrumentationScope.name).to.equal('typeorm-checkpoint');
+    const handlers = named('handler');
+    expect(handlers.map((span) => span.parentSpanContext?.spanId)).to.deep.equal(batches.map((span) => span.spanContext().spanId));
+    expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'batch' })).to.equal(3);
+    expect(await sum('checkpoint.items', { 'checkpoint.operation': 'batch' })).to.equal(5);
+    expect(await sum('checkpoint.duration', { 'checkpoint.operation': 'batch', 'checkpoint.outcome': 'committed' })).to.equal(3);
+  });
+
+  it('a failing batch: span status ERROR with the error code, a failure counted, the error unchanged', async () => {
+    const boom = new Error('handler failed');
+    expect(await rejection(eachBatch(db.ds, 'telemetry-failing-job', () => ({ items: [1], next: null }), 1, () => Promise.reject(boom)))).to.equal(boom);
+    const [span] = named('checkpoint.batch');
+    expect(span.status.code).to.equal(SpanStatusCode.ERROR);
+    expect(span.attributes).to.include({ 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'Error', 'checkpoint.index': 0 });
+    expect(span.events.map((event) => event.name)).to.deep.equal(['exception']);
+    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'batch', 'checkpoint.error_code': 'Error' })).to.equal(1);
+    expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'batch' })).to.equal(0);
+  });
+
+  it('a failing step, a step refused NON_SERIALIZABLE, then a recorded and a cached step', async () => {
+    await rejection(step(db.ds, 'telemetry-step-throws', () => Promise.reject(new TypeError('nope'))));
+    await rejection(step(db.ds, 'telemetry-step-date', () => new Date() as never));
+    expect(await step(db.ds, 'telemetry-step-ok', () => 42)).to.equal(42);
+    expect(await step(db.ds, 'telemetry-step-ok', () => 43)).to.equal(42);
+    const steps = named('checkpoint.step');
+    expect(steps.map((span) => [span.attributes['checkpoint.job'], span.attributes['checkpoint.outcome'], span.attributes['checkpoint.error_code'], span.attributes['checkpoint.cached']])).to.deep.equal([
+      ['telemetry-step-throws', 'failed', 'TypeError', false],
+      ['telemetry-step-date', 'failed', 'NON_SERIALIZABLE', false],
+      ['telemetry-step-ok', 'ok', undefined, false],
+      ['telemetry-step-ok', 'ok', undefined, true],
+    ]);
+    expect(steps[0].status.code).to.equal(SpanStatusCode.ERROR);
+    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'step' })).to.equal(2);
+    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'step', 'checkpoint.error_code': 'NON_SERIALIZABLE' })).to.equal(1);
+    expect(await sum('checkpoint.duration', { 'checkpoint.operation': 'step', 'checkpoint.outcome': 'ok' })).to.equal(2);
+  });
+
+  it('imports: a checkpoint.import.chunk span per committed chunk (importAll and importFile), rows and chunks counted', async () => {
+    const rows = JSON.stringify(Array.from({ length: 5 }, (_, i) => ({ id: `r${i}`, value: i })));
+    expect(await importAll(db.ds, 'telemetry-import', rows, { size: 2 })).to.equal(5);
+    const file = join(dir, 'rows.ndjson');
+    writeFileSync(file, Array.from({ length: 7 }, (_, i) => JSON.stringify({ id: `f${i}`, value: i })).join('\n'));
+    await importFile(db.ds, 'telemetry-import-file', file, { size: 3 });
+    const chunks = named('checkpoint.import.chunk');
+    expect(chunks.map((span) => [span.attributes['checkpoint.job'], span.attributes['checkpoint.index'], span.attributes['checkpoint.items']])).to.deep.equal([
+      ['telemetry-import', 0, 2],
+      ['telemetry-import', 2, 2],
+      ['telemetry-import', 4, 1],
+      ['telemetry-import-file', 0, 3],
+      ['telemetry-import-file', 3, 3],
+      ['telemetry-import-file', 6, 1],
+    ]);
+    expect(await sum('checkpoint.items', { 'checkpoint.operation': 'import.chunk' })).to.equal(12);
+    expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'import.chunk' })).to.equal(6);
+  });
+
+  it('processFile: a checkpoint.file span (URL, type, worker, claimed, rows persisted); a failing one with its error', async () => {
+    const manager = new CheckpointManager(db.ds, { workerId: 'telemetry-worker' });
+    await manager.processFile('s3://telemetry/a.csv', 'csv', new Date(0), () => ({ totalRows: 10, filteredRows: 2, persistedRows: 8 }));
+    await manager.processFile('s3://telemetry/a.csv', 'csv', new Date(0), () => ({ totalRows: 1, filteredRows: 0, persistedRows: 1 }));
+    await rejection(manager.processFile('s3://telemetry/b.csv', 'csv', new Date(0), () => Promise.reject(new RangeError('bad row'))));
+    const files = named('checkpoint.file');
+    expect(files.map((span) => span.attributes)).to.deep.equal([
+      { 'checkpoint.file_url': 's3://telemetry/a.csv', 'checkpoint.file_type': 'csv', 'checkpoint.worker': 'telemetry-worker', 'checkpoint.claimed': true, 'checkpoint.items': 8, 'checkpoint.outcome': 'committed' },
+      { 'checkpoint.file_url': 's3://telemetry/a.csv', 'checkpoint.file_type': 'csv', 'checkpoint.worker': 'telemetry-worker', 'checkpoint.claimed': false, 'checkpoint.outcome': 'ok' },
+      { 'checkpoint.file_url': 's3://telemetry/b.csv', 'checkpoint.file_type': 'csv', 'checkpoint.worker': 'telemetry-worker', 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'RangeError' },
+    ]);
+    expect(await sum('checkpoint.items', { 'checkpoint.operation': 'file' })).to.equal(8);
+    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'file', 'checkpoint.error_code': 'RangeError' })).to.equal(1);
+    expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'file' })).to.equal(0);
+  });
+
+  it('without @opentelemetry/api installed, everything works and no OpenTelemetry module is loaded', async () => {
+    const child = await runChild('test/fixtures/without-opentelemetry.ts', [db.url]);
+    expect(JSON.parse(child.lines[child.lines.length - 1])).to.deep.equal({ items: 4, value: 7, imported: 1, claimed: true, loaded: [] });
+  });
+});
