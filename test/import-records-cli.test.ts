@@ -52,10 +52,14 @@ function checksum(rows: string[]): bigint {
   return sum;
 }
 
-/** A city as one canonical line (numbers as JavaScript prints them, so 42.50000 and 42.5 agree). */
+/**
+ * A city as one canonical line, coordinates at the columns' scale (decimal(8,5)), so 42.50000 and
+ * 42.5 agree — and so does a double one ulp off, as older SQLite's text-to-REAL conversion of a
+ * NUMERIC-affinity column gives.
+ */
 function cityLine(city: Record<string, unknown>): string {
   const text = (value: unknown) => (value === null || value === undefined ? '' : String(value));
-  return [city.name, Number(city.lat), Number(city.lng), city.country, text(city.admin1), text(city.admin2)].map(String).join('\u0001');
+  return [city.name, Number(city.lat).toFixed(5), Number(city.lng).toFixed(5), city.country, text(city.admin1), text(city.admin2)].join('\u0001');
 }
 
 async function createCitiesTable(ds: DataSource): Promise<void> {
