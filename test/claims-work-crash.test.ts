@@ -129,8 +129,10 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
     expect(written.size).to.equal(FILES - deadLetters);
     expect(await count(ds, 'SELECT COUNT(*) FROM work_rows')).to.equal(FILES - deadLetters);
     expect(deadLetters - takenOver).to.be.greaterThan(0);
-    // The killed workers' files were taken over: some completed file was claimed again without a planned failure.
+    // The killed workers' files were taken over: some completed file was claimed again without a
+    // planned failure. Not asserted on SQLite: its 600 files may all be settled before the first
+    // kill (the write lock serialises two small workers), so a victim may hold no claim.
     const reclaimed = rows.filter((row) => Number(row.retry_count) > 0 && !failsAttempt(row.file_url, Number(row.retry_count) - 1));
-    expect(reclaimed.length).to.be.greaterThan(0);
+    if (DRIVER !== 'sqlite') expect(reclaimed.length).to.be.greaterThan(0);
   });
 });
