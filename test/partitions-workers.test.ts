@@ -60,8 +60,9 @@ describe(`eachPartition across worker processes (${DRIVER})`, function () {
     const stored = (await status(db.ds, job))!;
     expect(stored).to.include({ kind: 'partitioned', done: true, items: ROWS });
     expect(stored.partitions).to.deep.equal({ pending: 0, running: 0, done: PARTITIONS, dead: 0 });
-    // More than one process did the work.
-    expect(await count(db.ds, 'SELECT COUNT(DISTINCT worker) FROM part_dst')).to.be.greaterThan(1);
+    // More than one process did the work — where workers run concurrently: on SQLite the write lock
+    // serialises batches and one process may take every range (failed once in CI).
+    if (DRIVER !== 'sqlite') expect(await count(db.ds, 'SELECT COUNT(DISTINCT worker) FROM part_dst')).to.be.greaterThan(1);
   });
 
   // On SQLite a batch holds the database write lock: a process stalled inside one blocks every
