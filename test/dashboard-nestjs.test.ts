@@ -1,5 +1,6 @@
 import { type INestApplication, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
 import { TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { expect } from 'chai';
 import type { Browser } from 'playwright-core';
@@ -8,7 +9,6 @@ import { CheckpointModule } from '../src/nestjs';
 import { launchChromium, visitLinks, watchProblems } from './support/browser';
 import { DRIVER, sql, useTestDatabase } from './support/database';
 import { type DashboardState, HOSTILE, makeState } from './support/dashboard-state';
-import { NestExpressAdapter } from './support/nest-express-adapter';
 import { expectCode } from './support/expect-code';
 
 describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
@@ -27,7 +27,7 @@ describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
       ],
     })
     class AppModule {}
-    app = await NestFactory.create(AppModule, new NestExpressAdapter(), { logger: false });
+    app = await NestFactory.create(AppModule, new ExpressAdapter(), { logger: false });
     app.setGlobalPrefix('api/v1');
     await app.listen(0, '127.0.0.1');
     base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
@@ -78,7 +78,7 @@ describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
       ],
     })
     class AsyncAppModule {}
-    const other = await NestFactory.create(AsyncAppModule, new NestExpressAdapter(), { logger: false });
+    const other = await NestFactory.create(AsyncAppModule, new ExpressAdapter(), { logger: false });
     try {
       other.setGlobalPrefix('admin');
       await other.listen(0, '127.0.0.1');
