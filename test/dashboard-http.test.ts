@@ -1,10 +1,10 @@
 import express from 'express';
 import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
-import { CheckpointManager, createDashboard, type DashboardOptions, type FilesData, type OverviewData } from '../src';
+import { CheckpointManager, createDashboard, type DashboardOptions, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
-import { type DashboardState, HOSTILE, makeState, type Served, serve } from './support/dashboard-state';
+import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, type Served, serve } from './support/dashboard-state';
 
 describe(`dashboard over HTTP (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_http');
@@ -55,12 +55,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     expect(overview.imports).to.deep.equal({ total: 1, done: 1 });
     expect(overview.files).to.include({ all: 2, pending: 1, failed: 1, dead: 1, completed: 0, processing: 0 });
 
-    const jobs = await json<{ page: string; items: { name: string; done: boolean; items: number; batches: number }[]; next: null; partitioned: [] }>(`${base}/api/jobs`);
-    expect(jobs.items.map(({ name, done, items, batches }) => ({ name, done, items, batches }))).to.deep.equal([
-      { name: HOSTILE.job, done: true, items: 3, batches: 1 },
+    const jobs = await json<JobsData>(`${base}/api/jobs`);
+    expect(jobs.items.map(({ name, kind, done, items, batches, partitions }) => ({ name, kind, done, items, batches, partitions }))).to.deep.equal([
+      { name: HOSTILE.job, kind: 'batch', done: true, items: 3, batches: 1, partitions: null },
     ]);
     expect(jobs.next).to.equal(null);
-    expect(jobs.partitioned).to.deep.equal([]);
     const steps = await json<{ items: { name: string; recorded: boolean; value: string }[] }>(`${base}/api/steps`);
     expect(steps.items).to.have.length(1);
     expect(JSON.parse(steps.items[0].value)).to.deep.equal(HOSTILE.stepValue);
@@ -202,6 +201,110 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     const page = await (await fetch(`${base}/files`)).text();
     expect(page.match(/<rect class="bar"/g)).to.have.length(1);
     expect(page).to.include('Files completed per minute, last hour: 1');
+  });
+});
+
+describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
+  const db = useTestDatabase('dashboard_partitions_http');
+  let state: PartitionedState;
+  const servers: Served[] = [];
+  const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
+
+  before(async () => {
+    state = await makePartitionedState(db.ds);
+  });
+
+  after(async () => {
+    for (const server of servers) await server.close();
+  });
+
+  async function start(options: DashboardOptions = {}): Promise<string> {
+    const handler = createDashboard(db.ds, options);
+    const server = await serve((req, res) => void handler(req, res));
+    servers.push(server);
+    return server.url;
+  }
+
+  async function json<T>(url: string): Promise<T> {
+    const response = await fetch(url);
+    expect(response.status, url).to.equal(200);
+    return (await response.json()) as T;
+  }
+
+  const statuses = async () => (await listPartitions(db.ds, state.job)).map((range) => range.status);
+  const retryForm = () => new URLSearchParams({ name: state.job, back: 'jobs?state=dead' }).toString();
+
+  it('lists the partitioned job with its progress and each range: state, rows, the dead range\'s error', async () => {
+    const base = await start();
+    const jobs = await json<JobsData>(`${base}/api/jobs`);
+    expect(jobs.items.map((job) => [job.name, job.kind, job.done])).to.deep.equal([[state.job, 'partitioned', false]]);
+    const [job] = jobs.items;
+    expect(job.partitions!.counts).to.deep.equal({ pending: 0, running: 0, done: 3, dead: 1 });
+    expect(job.partitions!.ranges.map(({ index, state, items, batches }) => ({ index, state, items, batches }))).to.deep.equal(
+      state.ranges.map(({ index, status, items, batches }) => ({ index, state: status, items, batches })),
+    );
+    const total = state.ranges.reduce((sum, range) => sum + range.items, 0);
+    expect(total).to.be.greaterThan(0).and.lessThan(400);
+    expect(job.items).to.equal(total);
+    expect(job.partitions!.ranges.find((range) => range.index === state.dead.index)!.error).to.equal(HOSTILE.rangeError);
+    // Only the partitioned job has a dead range; the "dead" tab lists it, "stalled" (batch jobs) does not.
+    expect((await json<JobsData>(`${base}/api/jobs?state=dead`)).items.map((item) => item.name)).to.deep.equal([state.job]);
+    expect((await json<JobsData>(`${base}/api/jobs?state=stalled`)).items).to.deep.equal([]);
+    expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items.map((item) => item.name)).to.deep.equal([state.job]);
+
+    const page = await (await fetch(`${base}/jobs`)).text();
+    expect(page.match(/class="range range-[a-z]+"/g)).to.have.length(4);
+    expect(page.match(/class="range range-dead"/g)).to.have.length(1);
+    expect(page).to.include('<progress max="4" value="3">');
+    expect(page).to.include('Retry dead ranges');
+    expect(page).to.not.include('<script>window');
+  });
+
+  it('puts the dead range among the overview\'s problems, linking to the jobs with dead ranges', async () => {
+    const base = await start();
+    const overview = await json<OverviewData>(`${base}/api/overview`);
+    expect(overview.problems.map((problem) => [problem.kind, problem.count, problem.path])).to.deep.equal([['dead-ranges', 1, 'jobs?state=dead']]);
+    expect(overview.problems[0].examples).to.deep.equal([{ name: `${state.job} #${state.dead.index}`, detail: HOSTILE.rangeError }]);
+    expect(overview.jobs).to.deep.equal({ running: 1, stalled: 0, done: 0 });
+  });
+
+  it('refuses "retry dead ranges" cross-origin, read-only or with authorize "read" (403), changing nothing; hides the control', async () => {
+    const before = await statuses();
+    const plain = await start();
+    const attempts: Record<string, string>[] = [{ origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' }, {}];
+    for (const headers of attempts) {
+      const response = await fetch(`${plain}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, ...headers }, body: retryForm(), redirect: 'manual' });
+      expect(response.status, JSON.stringify(headers)).to.equal(403);
+    }
+    const readOnly = await start({ readOnly: true });
+    expect(await (await fetch(`${readOnly}/jobs`)).text()).to.not.include('retry-dead-ranges');
+    const viewer = await start({ authorize: () => 'read' });
+    expect(await (await fetch(`${viewer}/jobs`)).text()).to.not.include('retry-dead-ranges');
+    for (const base of [readOnly, viewer]) {
+      const response = await fetch(`${base}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, 'sec-fetch-site': 'same-origin' }, body: retryForm() });
+      expect(response.status).to.equal(403);
+    }
+    expect(await statuses()).to.deep.equal(before);
+    expect(before).to.include('dead');
+  });
+
+  it('an unknown or empty job name is 400 INVALID_ARGUMENT; a same-origin POST calls retryDead and redirects back (303)', async () => {
+    const base = await start({ authorize: () => 'write' });
+    const empty = await fetch(`${base}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, 'sec-fetch-site': 'same-origin' }, body: 'name=' });
+    expect(empty.status).to.equal(400);
+    expect(((await empty.json()) as { error: { code: string } }).error.code).to.equal('INVALID_ARGUMENT');
+    const asJson = await fetch(`${base}/jobs/retry-dead-ranges`, {
+      method: 'POST',
+      headers: { ...FORM, 'sec-fetch-site': 'same-origin', accept: 'application/json' },
+      body: new URLSearchParams({ name: 'no such job' }).toString(),
+    });
+    expect(await asJson.json()).to.deep.equal({ revived: 0 });
+    const response = await fetch(`${base}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, origin: base }, body: retryForm(), redirect: 'manual' });
+    expect(response.status).to.equal(303);
+    expect(response.headers.get('location')).to.equal('/jobs?state=dead');
+    const ranges = await listPartitions(db.ds, state.job);
+    expect(ranges.map((range) => range.status)).to.deep.equal(state.ranges.map((range) => (range.status === 'dead' ? 'pending' : 'done')));
+    expect((await json<OverviewData>(`${base}/api/overview`)).problems).to.deep.equal([]);
   });
 });
 

@@ -48,6 +48,13 @@ button.danger { border-color: var(--bad); color: var(--bad); }
 .pager { margin: .8rem 0; display: flex; gap: 1rem; }
 a.action { color: var(--bad); }
 progress { width: 10rem; vertical-align: middle; }
+.partitions { min-width: 16rem; }
+.ranges { display: flex; gap: 1px; height: .7rem; margin: .3rem 0; max-width: 24rem; }
+.range { flex: 1 1 0; min-width: 2px; background: #d0d5dd; }
+.range-running { background: var(--accent); }
+.range-done { background: var(--ok); }
+.range-dead { background: var(--bad); }
+form.inline { display: inline; margin-left: .5rem; }
 figure.chart { margin: 0 0 1rem; padding: .6rem; background: #fff; border: 1px solid var(--line); border-radius: 6px; display: inline-block; }
 figure.chart figcaption { color: var(--muted); font-size: 12px; }
 svg .bar { fill: var(--accent); }

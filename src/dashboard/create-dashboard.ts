@@ -13,6 +13,7 @@ import { loadImports, renderImports } from './imports-page';
 import { loadJobs, renderJobs } from './jobs-page';
 import { layout, type View } from './layout';
 import { loadOverview, renderOverview } from './overview-page';
+import { retryDeadRanges } from './partitions-hook';
 import { loadReset, renderReset } from './reset-page';
 import { loadSteps, renderSteps } from './steps-page';
 
@@ -40,7 +41,7 @@ interface Page<D> {
 const page = <D,>(load: Page<D>['load'], render: Page<D>['render']): Page<unknown> => ({ load, render } as Page<unknown>);
 
 // Each page lives at its path (relative to the mount point) and its data at `api/<path>`.
-// Partitioned jobs (issue 14) show inside `jobs`; a page of their own would be one more entry here.
+// Partitioned jobs show inside `jobs`, with the batch jobs.
 const PAGES: Record<string, Page<unknown>> = {
   '': page((ctx) => loadOverview(ctx), renderOverview),
   jobs: page(loadJobs, renderJobs),
@@ -53,7 +54,6 @@ const PAGES: Record<string, Page<unknown>> = {
 /** A POST action: what it does, and where the browser goes afterwards (relative to the mount point). */
 type Action = (db: Db, form: FormFields) => Promise<{ result: Record<string, unknown>; back: string }>;
 
-// Retrying a partitioned job's dead ranges (issue 14) is one more entry: 'jobs/retry-dead-ranges'.
 const ACTIONS: Record<string, Action> = {
   'files/requeue': async (db, form) => {
     const one = form.first('one');
@@ -69,6 +69,7 @@ const ACTIONS: Record<string, Action> = {
     validateName(name);
     return { result: { reset: await reset(db, name) }, back: form.back('jobs') };
   },
+  'jobs/retry-dead-ranges': async (db, form) => ({ result: await retryDeadRanges(db, form.first('name')), back: form.back('jobs') }),
 };
 
 const ASSETS: Record<string, { type: string; body: string }> = {

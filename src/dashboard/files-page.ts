@@ -1,6 +1,6 @@
 import { choice, containsPattern, keysetPage, type PageContext, pageSize, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatCount, formatDuration, formatTime, layout, pager, type View } from './layout';
+import { backPath, formatCount, formatDuration, formatTime, layout, pager, type View } from './layout';
 import { searchForm } from './jobs-page';
 import { type Throughput, throughputChart } from './throughput-chart';
 
@@ -159,12 +159,6 @@ function statusBadge(file: FileView): Html {
   if (file.dead) return html`<span class="state state-bad">dead letter</span>`;
   const tone = file.status === 'completed' ? 'done' : file.status === 'failed' ? 'warn' : 'running';
   return html`<span class="state state-${tone}">${file.status}</span>`;
-}
-
-/** The location to come back to after an action, relative to the mount point. */
-export function backPath(view: View): string {
-  const search = view.query.toString();
-  return `${view.path}${search ? `?${search}` : ''}`;
 }
 
 export function renderFiles(data: FilesData, view: View): Html {

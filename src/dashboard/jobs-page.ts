@@ -1,19 +1,23 @@
-import { choice, containsPattern, keysetPage, type PageContext, pageSize, read, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
+import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatCount, formatRate, formatTime, href, layout, pager, type View, withQuery } from './layout';
-import { loadPartitionedJobs, type PartitionedJobView, renderPartitionedJobs } from './partitions-hook';
+import { formatCount, formatDuration, formatRate, formatTime, href, layout, pager, type View, withQuery } from './layout';
+import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
+import { hasDeadRange, loadPartitions, type PartitionsView, renderPartitions } from './partitions-hook';
 
 /** A batch job not done whose last commit is older than this is "stalled". */
 export const STALLED_AFTER_MS = 10 * 60 * 1000;
 const CURSOR_CHARS = 200;
 
-export const JOB_STATES = ['all', 'running', 'stalled', 'done'] as const;
+/** `dead`: partitioned jobs with a range out of attempts. `stalled` is about batch jobs (a partitioned job's stuck range is taken over when its lease expires). */
+export const JOB_STATES = ['all', 'running', 'stalled', 'dead', 'done'] as const;
 export type JobState = (typeof JOB_STATES)[number];
 
 export interface JobView {
   name: string;
+  kind: 'batch' | 'partitioned';
   done: boolean;
   stalled: boolean;
+  /** Over all ranges for a partitioned job. */
   batches: number;
   items: number;
   startedAt: number;
@@ -22,19 +26,22 @@ export interface JobView {
   finishedAt: number | null;
   /** Items per second over the job's life so far; null before the first batch. */
   rate: number | null;
-  /** The stored cursor as JSON text, cut at 200 characters. */
+  /** Partitioned jobs: the time left at the pace ranges have finished so far (null before the first one). */
+  etaMs: number | null;
+  /** The stored cursor as JSON text, cut at 200 characters (batch jobs). */
   cursor: string | null;
   cursorTruncated: boolean;
+  /** Partitioned jobs: the ranges by state, each range's rows; null for batch jobs. */
+  partitions: PartitionsView | null;
 }
 
 export interface JobsData {
   page: 'jobs';
-  filters: { state: JobState; q: string; limit: number; after: string | null };
+  filters: ListFilters<JobState>;
+  /** Batch and partitioned jobs in name order. */
   items: JobView[];
   /** The `after` value of the next page; null on the last page. */
   next: string | null;
-  /** Partitioned jobs (issue 14); empty until their table exists. */
-  partitioned: PartitionedJobView[];
 }
 
 export function isStalled(done: boolean, lastCommitAt: number, now: number): boolean {
@@ -42,66 +49,64 @@ export function isStalled(done: boolean, lastCommitAt: number, now: number): boo
 }
 
 export async function loadJobs(ctx: PageContext, query: URLSearchParams): Promise<JobsData> {
-  const filters = {
-    state: choice('state', query.get('state'), JOB_STATES, 'all'),
-    q: query.get('q') ?? '',
-    limit: pageSize(query.get('limit')),
-    after: query.get('after') || null,
-  };
+  const filters = listFilters(query, 'state', JOB_STATES, 'all');
   const q = (name: string) => ctx.dialect.quote(name);
-  const conditions = [`${q('kind')} = ?`];
-  const parameters: unknown[] = ['batch'];
-  if (filters.state !== 'all') {
-    conditions.push(`${q('done')} = ?`);
-    parameters.push(ctx.dialect.bindable(filters.state === 'done'));
+  const conditions = new Conditions();
+  const kind = (...kinds: string[]) => conditions.add(`${q('kind')} IN (${kinds.map(() => '?').join(', ')})`, ...kinds);
+  const stalledBefore = ctx.now - STALLED_AFTER_MS;
+  if (filters.state === 'all' || filters.state === 'done') kind('batch', 'partitioned');
+  if (filters.state === 'done') conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(true));
+  if (filters.state === 'running') {
+    kind('batch', 'partitioned');
+    conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(false));
+    conditions.add(`(${q('kind')} = ? OR ${q('updated_at')} > ?)`, 'partitioned', stalledBefore);
   }
   if (filters.state === 'stalled') {
-    conditions.push(`${q('updated_at')} <= ?`);
-    parameters.push(ctx.now - STALLED_AFTER_MS);
-  } else if (filters.state === 'running') {
-    conditions.push(`${q('updated_at')} > ?`);
-    parameters.push(ctx.now - STALLED_AFTER_MS);
+    kind('batch');
+    conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(false)).add(`${q('updated_at')} <= ?`, stalledBefore);
   }
-  if (filters.q !== '') {
-    conditions.push(`${q('name')} LIKE ? ESCAPE '!'`);
-    parameters.push(containsPattern(filters.q));
+  if (filters.state === 'dead') {
+    kind('partitioned');
+    const [condition, parameters] = hasDeadRange(ctx);
+    conditions.add(condition, ...parameters);
   }
-  if (filters.after !== null) {
-    conditions.push(`${q('name')} > ?`);
-    parameters.push(filters.after);
-  }
-  const rows = await read(ctx, (query) =>
-    query(
-      `SELECT ${q('name')}, ${q('done')}, ${q('batches')}, ${q('items')}, ${q('started_at')}, ${q('updated_at')}, ${q('finished_at')}, ` +
-        `SUBSTR(${q('cursor')}, 1, ${CURSOR_CHARS + 1}) AS ${q('cursor_text')} FROM ${q('checkpoint_jobs')} ` +
-        `WHERE ${conditions.join(' AND ')} ORDER BY ${q('name')} LIMIT ?`,
-      [...parameters, filters.limit + 1],
-    ),
+  const page = await selectJobPage(
+    ctx,
+    `${q('name')}, ${q('kind')}, ${q('done')}, ${q('batches')}, ${q('items')}, ${q('started_at')}, ${q('updated_at')}, ${q('finished_at')}, ` +
+      `SUBSTR(${q('cursor')}, 1, ${CURSOR_CHARS + 1}) AS ${q('cursor_text')}`,
+    conditions,
+    filters,
   );
-  const page = keysetPage(rows, filters.limit, (row) => String(row.name));
-  const items = page.items.map((row): JobView => {
+  const partitions = await loadPartitions(ctx, page.rows.filter((row) => row.kind === 'partitioned').map((row) => String(row.name)));
+  const items = page.rows.map((row): JobView => {
+    const name = String(row.name);
+    const ranges = row.kind === 'partitioned' ? partitions.get(name)! : null;
     const done = toBoolean(row.done);
-    const items = toNumber(row.items);
+    const items = ranges ? ranges.items : toNumber(row.items);
     const startedAt = toNumber(row.started_at);
-    const lastCommitAt = toNumber(row.updated_at);
+    const lastCommitAt = Math.max(toNumber(row.updated_at), ranges?.lastCommitAt ?? 0);
     const finishedAt = toNullableNumber(row.finished_at);
     const elapsed = (finishedAt ?? lastCommitAt) - startedAt;
     const cursor = row.cursor_text === null || row.cursor_text === undefined ? null : String(row.cursor_text);
+    const open = ranges ? ranges.counts.pending + ranges.counts.running : 0;
     return {
-      name: String(row.name),
+      name,
+      kind: ranges ? 'partitioned' : 'batch',
       done,
       stalled: isStalled(done, lastCommitAt, ctx.now),
-      batches: toNumber(row.batches),
+      batches: ranges ? ranges.batches : toNumber(row.batches),
       items,
       startedAt,
       lastCommitAt,
       finishedAt,
       rate: items > 0 && elapsed > 0 ? (items * 1000) / elapsed : null,
+      etaMs: ranges && !done && ranges.counts.done > 0 && elapsed > 0 ? Math.round((elapsed / ranges.counts.done) * open) : null,
       cursor: cursor !== null && cursor.length > CURSOR_CHARS ? cursor.slice(0, CURSOR_CHARS) : cursor,
       cursorTruncated: cursor !== null && cursor.length > CURSOR_CHARS,
+      partitions: ranges,
     };
   });
-  return { page: 'jobs', filters, items, next: page.next, partitioned: await loadPartitionedJobs(ctx) };
+  return { page: 'jobs', filters, items, next: page.next };
 }
 
 export function jobState(job: { done: boolean; stalled: boolean }): Html {
@@ -131,27 +136,30 @@ export function searchForm(view: View, hidden: Record<string, string>, value: st
 
 export function renderJobs(data: JobsData, view: View): Html {
   const rows = data.items.map(
-    (job) => html`<tr>
-<td class="name">${job.name}</td>
+    (job) => html`<tr data-kind="${job.kind}">
+<td class="name">${job.name}${job.kind === 'partitioned' ? html` <span class="state">partitioned</span>` : ''}</td>
 <td>${jobState(job)}</td>
 <td class="num">${formatCount(job.items)}</td>
 <td class="num">${formatCount(job.batches)}</td>
 <td class="num">${formatRate(job.rate)}</td>
 <td>${formatTime(job.lastCommitAt)}</td>
-<td>${formatTime(job.finishedAt)}</td>
-<td><code class="json">${job.cursor ?? '—'}${job.cursorTruncated ? '…' : ''}</code></td>
+<td>${job.finishedAt !== null ? formatTime(job.finishedAt) : job.etaMs !== null ? html`ETA ${formatDuration(job.etaMs)}` : '—'}</td>
+<td>${
+      job.partitions
+        ? renderPartitions(job.name, job.partitions, view)
+        : html`<code class="json">${job.cursor ?? '—'}${job.cursorTruncated ? '…' : ''}</code>`
+    }</td>
 <td>${resetLink(view, job.name)}</td>
 </tr>`,
   );
   return layout(
     view,
-    'Batch jobs',
+    'Jobs',
     html`${stateTabs(view, JOB_STATES, data.filters.state)}
 ${searchForm(view, { state: data.filters.state }, data.filters.q, 'Job name contains…')}
-${renderPartitionedJobs(data.partitioned, view)}
 <table class="list">
-<thead><tr><th>Name</th><th>State</th><th>Items</th><th>Batches</th><th>Rate</th><th>Last commit</th><th>Finished</th><th>Cursor</th><th></th></tr></thead>
-<tbody>${rows.length > 0 ? rows : html`<tr><td colspan="9" class="empty">No batch jobs.</td></tr>`}</tbody>
+<thead><tr><th>Name</th><th>State</th><th>Items</th><th>Batches</th><th>Rate</th><th>Last commit</th><th>Finished</th><th>Cursor / ranges</th><th></th></tr></thead>
+<tbody>${rows.length > 0 ? rows : html`<tr><td colspan="9" class="empty">No jobs.</td></tr>`}</tbody>
 </table>
 ${pager(view, data.next)}`,
   );

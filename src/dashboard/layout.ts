@@ -15,7 +15,7 @@ export interface View {
 
 const NAV: [path: string, label: string][] = [
   ['', 'Overview'],
-  ['jobs', 'Batch jobs'],
+  ['jobs', 'Jobs'],
   ['steps', 'Steps'],
   ['imports', 'Imports'],
   ['files', 'File claims'],
@@ -35,6 +35,12 @@ export function href(view: View, path: string, parameters: Record<string, string
 export function withQuery(view: View, changes: Record<string, string | number | null>): string {
   const parameters: Record<string, string | number | null> = Object.fromEntries(view.query.entries());
   return href(view, view.path, { ...parameters, ...changes });
+}
+
+/** The location to come back to after an action, relative to the mount point. */
+export function backPath(view: View): string {
+  const search = view.query.toString();
+  return `${view.path}${search ? `?${search}` : ''}`;
 }
 
 export function formatTime(ms: number | null): string {

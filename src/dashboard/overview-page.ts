@@ -3,7 +3,7 @@ import { type FileCounts, loadFileCounts } from './files-page';
 import { type Html, html } from './html';
 import { STALLED_AFTER_MS } from './jobs-page';
 import { formatCount, formatTime, href, layout, type View } from './layout';
-import { type DeadRangeView, loadDeadRanges } from './partitions-hook';
+import { loadDeadRanges } from './partitions-hook';
 
 const SAMPLE = 5;
 
@@ -25,8 +25,6 @@ export interface OverviewData {
   steps: { recorded: number; pending: number };
   imports: { total: number; done: number };
   files: FileCounts;
-  /** Dead ranges of partitioned jobs (issue 14); empty until they exist. */
-  deadRanges: DeadRangeView[];
 }
 
 export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
@@ -70,9 +68,9 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
     },
     {
       kind: 'dead-ranges',
-      count: deadRanges.length,
-      path: 'jobs',
-      examples: deadRanges.slice(0, SAMPLE).map((range) => ({ name: `${range.job} #${range.index}`, detail: range.error })),
+      count: deadRanges.count,
+      path: 'jobs?state=dead',
+      examples: deadRanges.sample.map((range) => ({ name: `${range.job} #${range.index}`, detail: range.error })),
     },
     {
       kind: 'stalled-jobs',
@@ -87,15 +85,15 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
       examples: jobs.expiredSample.map((row) => ({ name: String(row.file_url), detail: `lease expired ${formatTime(toNumber(row.lease_expires_at))}` })),
     },
   ];
-  const running = count('batch', false);
+  // Partitioned jobs count with the batch jobs, as on the jobs page (their stuck ranges are taken over, not stalled).
+  const running = count('batch', false) + count('partitioned', false);
   return {
     page: 'overview',
     problems: problems.filter((problem) => problem.count > 0),
-    jobs: { running: running - jobs.stalled, stalled: jobs.stalled, done: count('batch', true) },
+    jobs: { running: running - jobs.stalled, stalled: jobs.stalled, done: count('batch', true) + count('partitioned', true) },
     steps: { recorded: count('step', true), pending: count('step', false) },
     imports: { total: toNumber(jobs.imports.n), done: toNumber(jobs.imports.done) },
     files,
-    deadRanges,
   };
 }
 
@@ -124,7 +122,7 @@ export function renderOverview(data: OverviewData, view: View): Html {
     view,
     'Overview',
     html`<section class="problems"><h2>Problems</h2>${problems}</section>
-<h2>Batch jobs</h2>
+<h2>Jobs</h2>
 <div class="cards">${card('running', data.jobs.running, href(view, 'jobs', { state: 'running' }))}${card('stalled', data.jobs.stalled, href(view, 'jobs', { state: 'stalled' }), data.jobs.stalled > 0 ? 'bad' : '')}${card('done', data.jobs.done, href(view, 'jobs', { state: 'done' }))}</div>
 <h2>Steps</h2>
 <div class="cards">${card('recorded', data.steps.recorded, href(view, 'steps', { state: 'recorded' }))}${card('pending', data.steps.pending, href(view, 'steps', { state: 'pending' }))}</div>

@@ -1,18 +1,39 @@
-import type { PageContext } from './dashboard-sql';
+import { deadCondition, expiredOnLastAttempt, LEASE_EXPIRED } from '../claims/lease-rules';
+import type { Db } from '../core/transaction';
+import { validateName } from '../jobs/job-store';
+import { type RangeCounts, type RangeRow, type RangeState, rangeState } from '../jobs/partition-store';
+import { retryDead } from '../jobs/partitions';
+import { type PageContext, read, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import type { View } from './layout';
+import { backPath, formatCount, formatTime, progressBar, type View } from './layout';
 
-/**
- * The place where partitioned jobs (issue 14: their partitions table, `listPartitions`) join the
- * dashboard. Until that feature is merged there is nothing to read, so the hooks below return
- * empty results; they are the only places to change: the pages and the JSON API already carry
- * `partitioned` / `deadRanges`.
- */
-export interface PartitionedJobView {
-  name: string;
-  done: boolean;
-  /** Per-range progress for the bars. */
-  ranges: { index: number; state: string; items: number; total: number | null; error: string | null }[];
+/** Where partitioned jobs (`eachPartition`, their `checkpoint_partitions` ranges) join the jobs page and the overview. */
+
+const ERROR_CHARS = 500;
+const SAMPLE = 5;
+
+/** One range of a partitioned job, in key order. */
+export interface RangeView {
+  index: number;
+  state: RangeState;
+  /** Rows (items) and batches this range has committed. */
+  items: number;
+  batches: number;
+  retryCount: number;
+  maxRetries: number;
+  /** The last error, cut at 500 characters (`lease expired` when its last lease ran out). */
+  error: string | null;
+  updatedAt: number;
+}
+
+/** A partitioned job's ranges: their counts by state, each range, and the totals over them. */
+export interface PartitionsView {
+  counts: RangeCounts;
+  ranges: RangeView[];
+  items: number;
+  batches: number;
+  /** The latest commit of any range. */
+  lastCommitAt: number;
 }
 
 export interface DeadRangeView {
@@ -21,18 +42,115 @@ export interface DeadRangeView {
   error: string | null;
 }
 
-export async function loadPartitionedJobs(_ctx: PageContext): Promise<PartitionedJobView[]> {
-  return [];
+type ColumnRef = (column: string) => string;
+
+/** A range out of attempts: failed with no retries left, or its lease expired on the last attempt (as `rangeState`). */
+function deadRange(column: ColumnRef): string {
+  return `((${deadCondition(column)}) OR (${expiredOnLastAttempt(column, '?')}))`;
 }
 
-/** Dead ranges, for the overview's problems (partitioned jobs' ranges out of attempts). */
-export async function loadDeadRanges(_ctx: PageContext): Promise<DeadRangeView[]> {
-  return [];
+/** The condition (and its parameters) "the `checkpoint_jobs` row is a partitioned job with a dead range": the jobs page's `dead` tab. */
+export function hasDeadRange(ctx: PageContext): [string, unknown[]] {
+  const q = (name: string) => ctx.dialect.quote(name);
+  const p = (column: string) => `${q('p')}.${q(column)}`;
+  return [
+    `EXISTS (SELECT 1 FROM ${q('checkpoint_partitions')} ${q('p')} WHERE ${p('job_name')} = ${q('checkpoint_jobs')}.${q('name')} AND ${deadRange(p)})`,
+    [ctx.now],
+  ];
 }
 
-export function renderPartitionedJobs(jobs: PartitionedJobView[], _view: View): Html {
-  if (jobs.length === 0) return html``;
-  return html`<section class="partitioned"><h2>Partitioned jobs</h2>${jobs.map(
-    (job) => html`<h3>${job.name}</h3><ul>${job.ranges.map((range) => html`<li>#${range.index} ${range.state} ${range.items}</li>`)}</ul>`,
-  )}</section>`;
+/** The ranges of the named partitioned jobs (a page's worth; every name gets a view): one statement over the primary key. */
+export async function loadPartitions(ctx: PageContext, names: string[]): Promise<Map<string, PartitionsView>> {
+  const views = new Map<string, PartitionsView>();
+  if (names.length === 0) return views;
+  const q = (name: string) => ctx.dialect.quote(name);
+  const columns = ['job_name', 'partition_index', 'status', 'retry_count', 'max_retries', 'lease_expires_at', 'batches', 'items', 'updated_at'];
+  const rows = await read(ctx, (query) =>
+    query<RangeRow & { error_text: string | null }>(
+      `SELECT ${columns.map(q).join(', ')}, SUBSTR(${q('error_message')}, 1, ${ERROR_CHARS}) AS ${q('error_text')} FROM ${q('checkpoint_partitions')} ` +
+        `WHERE ${q('job_name')} IN (${names.map(() => '?').join(', ')}) ORDER BY ${q('job_name')}, ${q('partition_index')}`,
+      names,
+    ),
+  );
+  for (const name of names) views.set(name, { counts: { pending: 0, running: 0, done: 0, dead: 0 }, ranges: [], items: 0, batches: 0, lastCommitAt: 0 });
+  for (const row of rows) {
+    const view = views.get(row.job_name)!;
+    const state = rangeState(row, ctx.now);
+    const range: RangeView = {
+      index: toNumber(row.partition_index),
+      state,
+      items: toNumber(row.items),
+      batches: toNumber(row.batches),
+      retryCount: toNumber(row.retry_count),
+      maxRetries: toNumber(row.max_retries),
+      error: row.error_text ?? (state === 'dead' ? LEASE_EXPIRED : null),
+      updatedAt: toNumber(row.updated_at),
+    };
+    view.counts[state] += 1;
+    view.ranges.push(range);
+    view.items += range.items;
+    view.batches += range.batches;
+    view.lastCommitAt = Math.max(view.lastCommitAt, range.updatedAt);
+  }
+  return views;
 }
+
+/** Dead ranges for the overview's problems: how many, and the first few with their error. */
+export async function loadDeadRanges(ctx: PageContext): Promise<{ count: number; sample: DeadRangeView[] }> {
+  const q = (name: string) => ctx.dialect.quote(name);
+  const where = `WHERE ${deadRange(q)}`;
+  return read(ctx, async (query) => {
+    const counted = await query(`SELECT COUNT(*) AS ${q('n')} FROM ${q('checkpoint_partitions')} ${where}`, [ctx.now]);
+    const sample = await query(
+      `SELECT ${q('job_name')}, ${q('partition_index')}, SUBSTR(${q('error_message')}, 1, 200) AS ${q('error_text')} FROM ${q('checkpoint_partitions')} ` +
+        `${where} ORDER BY ${q('job_name')}, ${q('partition_index')} LIMIT ${SAMPLE}`,
+      [ctx.now],
+    );
+    return {
+      count: toNumber(counted[0]?.n),
+      sample: sample.map((row) => ({
+        job: String(row.job_name),
+        index: toNumber(row.partition_index),
+        error: row.error_text === null || row.error_text === undefined ? LEASE_EXPIRED : String(row.error_text),
+      })),
+    };
+  });
+}
+
+/** The "retry dead ranges" action: the job's dead ranges claimable again, each with a fresh attempt budget. */
+export async function retryDeadRanges(db: Db, name: string | undefined): Promise<{ revived: number }> {
+  validateName(name);
+  return { revived: await retryDead(db, name) };
+}
+
+/** Progress by ranges, a bar of ranges by state (each with its rows), and the retry form where dead ranges are and writes are allowed. */
+export function renderPartitions(name: string, partitions: PartitionsView, view: View): Html {
+  const { counts, ranges } = partitions;
+  const retry =
+    view.canWrite && counts.dead > 0
+      ? html`<form method="post" action="${view.base}jobs/retry-dead-ranges" class="inline"><input type="hidden" name="name" value="${name}"><input type="hidden" name="back" value="${backPath(view)}"><button type="submit">Retry dead ranges</button></form>`
+      : '';
+  return html`<div class="partitions">${progressBar(counts.done, ranges.length)}
+<span class="range-counts">${formatCount(counts.done)} done · ${formatCount(counts.running)} running · ${formatCount(counts.pending)} pending${
+    counts.dead > 0 ? html` · <span class="error">${formatCount(counts.dead)} dead</span>` : ''
+  }</span>${retry}
+<div class="ranges" role="list" aria-label="Ranges of ${name}">${ranges.map(
+    (range) =>
+      html`<span role="listitem" class="range range-${range.state}" title="#${range.index} ${range.state} · ${formatCount(range.items)} rows"></span>`,
+  )}</div>
+<details data-key="ranges ${name}"><summary>Ranges</summary><table class="list ranges-table">
+<thead><tr><th>#</th><th>State</th><th>Rows</th><th>Batches</th><th>Retries</th><th>Last commit</th><th>Error</th></tr></thead>
+<tbody>${ranges.map(
+    (range) => html`<tr data-range="${range.index}">
+<td class="num">${range.index}</td>
+<td><span class="state ${RANGE_TONES[range.state]}">${range.state}</span></td>
+<td class="num">${formatCount(range.items)}</td>
+<td class="num">${formatCount(range.batches)}</td>
+<td class="num">${range.retryCount} / ${range.maxRetries}</td>
+<td>${formatTime(range.updatedAt)}</td>
+<td class="error">${range.error ?? ''}</td>
+</tr>`,
+  )}</tbody></table></details></div>`;
+}
+
+const RANGE_TONES: Record<RangeState, string> = { pending: '', running: 'state-running', done: 'state-done', dead: 'state-bad' };

@@ -1,7 +1,8 @@
-import { choice, containsPattern, keysetPage, type PageContext, pageSize, read, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
+import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
 import { formatTime, layout, pager, type View } from './layout';
 import { resetLink, searchForm, stateTabs } from './jobs-page';
+import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 
 /** Recorded results longer than this are cut (the database returns only this much). */
 export const VALUE_CHARS = 2000;
@@ -22,42 +23,23 @@ export interface StepView {
 
 export interface StepsData {
   page: 'steps';
-  filters: { state: StepState; q: string; limit: number; after: string | null };
+  filters: ListFilters<StepState>;
   items: StepView[];
   next: string | null;
 }
 
 export async function loadSteps(ctx: PageContext, query: URLSearchParams): Promise<StepsData> {
-  const filters = {
-    state: choice('state', query.get('state'), STEP_STATES, 'all'),
-    q: query.get('q') ?? '',
-    limit: pageSize(query.get('limit')),
-    after: query.get('after') || null,
-  };
+  const filters = listFilters(query, 'state', STEP_STATES, 'all');
   const q = (name: string) => ctx.dialect.quote(name);
-  const conditions = [`${q('kind')} = ?`];
-  const parameters: unknown[] = ['step'];
-  if (filters.state !== 'all') {
-    conditions.push(`${q('done')} = ?`);
-    parameters.push(ctx.dialect.bindable(filters.state === 'recorded'));
-  }
-  if (filters.q !== '') {
-    conditions.push(`${q('name')} LIKE ? ESCAPE '!'`);
-    parameters.push(containsPattern(filters.q));
-  }
-  if (filters.after !== null) {
-    conditions.push(`${q('name')} > ?`);
-    parameters.push(filters.after);
-  }
-  const rows = await read(ctx, (query) =>
-    query(
-      `SELECT ${q('name')}, ${q('done')}, ${q('started_at')}, ${q('finished_at')}, SUBSTR(${q('value')}, 1, ${VALUE_CHARS + 1}) AS ${q('value_text')} ` +
-        `FROM ${q('checkpoint_jobs')} WHERE ${conditions.join(' AND ')} ORDER BY ${q('name')} LIMIT ?`,
-      [...parameters, filters.limit + 1],
-    ),
+  const conditions = new Conditions().add(`${q('kind')} = ?`, 'step');
+  if (filters.state !== 'all') conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(filters.state === 'recorded'));
+  const page = await selectJobPage(
+    ctx,
+    `${q('name')}, ${q('done')}, ${q('started_at')}, ${q('finished_at')}, SUBSTR(${q('value')}, 1, ${VALUE_CHARS + 1}) AS ${q('value_text')}`,
+    conditions,
+    filters,
   );
-  const page = keysetPage(rows, filters.limit, (row) => String(row.name));
-  const items = page.items.map((row): StepView => {
+  const items = page.rows.map((row): StepView => {
     const value = row.value_text === null || row.value_text === undefined ? null : String(row.value_text);
     return {
       name: String(row.name),

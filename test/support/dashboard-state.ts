@@ -1,7 +1,8 @@
 import { createServer, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { DataSource } from 'typeorm';
-import { CheckpointManager, eachBatch, importAll, step } from '../../src';
+import { CheckpointManager, eachBatch, eachPartition, importAll, listPartitions, type PartitionInfo, sqlSource, step } from '../../src';
+import { sql } from './database';
 
 /** Names and messages that would run or break the page if they were not escaped. */
 export const HOSTILE = {
@@ -11,6 +12,8 @@ export const HOSTILE = {
   import: `import "><svg onload=window.__pwned=5>`,
   file: `s3://bucket/<script>window.__pwned=6</script>.csv`,
   error: `<img src=x onerror=window.__pwned=7> failed: "bad" row & more`,
+  partitioned: `partitioned <i>job</i> "p" & <script>window.__pwned=8</script>`,
+  rangeError: `range <b>broke</b> at row 250: "quoted" & <img src=x onerror=window.__pwned=9>`,
 };
 
 export interface DashboardState {
@@ -32,6 +35,41 @@ export async function makeState(db: DataSource): Promise<DashboardState> {
   if (!(await manager.claimFile(HOSTILE.file, 'csv', new Date(0)))) throw new Error('could not claim the test file');
   await manager.failFile(HOSTILE.file, HOSTILE.error);
   return { deadUrl: HOSTILE.file, pendingUrl };
+}
+
+export interface PartitionedState {
+  job: string;
+  /** The ranges as `listPartitions` reported them once the state was made: one dead, the others done. */
+  ranges: PartitionInfo[];
+  dead: PartitionInfo;
+}
+
+/**
+ * A partitioned job through the library's API: `eachPartition` over 400 rows in 4 ranges whose
+ * handler throws on row 250 with no retries allowed, so that range is dead and the others finish.
+ */
+export async function makePartitionedState(db: DataSource): Promise<PartitionedState> {
+  await db.query('CREATE TABLE dashboard_rows (id integer PRIMARY KEY, amount integer NOT NULL)');
+  const ids = Array.from({ length: 400 }, (_, i) => i + 1);
+  await db.query(sql(`INSERT INTO dashboard_rows (id, amount) VALUES ${ids.map(() => '(?, ?)').join(', ')}`), ids.flatMap((id) => [id, id * 10]));
+  const source = await sqlSource(db, 'dashboard_rows', 'id');
+  const handler = (items: Record<string, unknown>[]) => {
+    if (items.some((row) => Number(row.id) === 250)) throw new Error(HOSTILE.rangeError);
+  };
+  const options = { partitions: 4, maxRetries: 0 };
+  const failed = await eachPartition(db, HOSTILE.partitioned, source, 50, handler, options).then(
+    () => null,
+    (error: unknown) => error,
+  );
+  if (!(failed instanceof Error) || failed.message !== HOSTILE.rangeError) throw new Error(`expected the handler's error, got ${String(failed)}`);
+  const rest = await eachPartition(db, HOSTILE.partitioned, source, 50, handler, { ...options, wait: true });
+  if (rest.done) throw new Error('the partitioned job should not be done with a dead range');
+  const ranges = await listPartitions(db, HOSTILE.partitioned);
+  const dead = ranges.filter((range) => range.status === 'dead');
+  if (dead.length !== 1 || ranges.some((range) => range.status !== 'dead' && range.status !== 'done')) {
+    throw new Error(`expected one dead range and the others done, got ${JSON.stringify(ranges.map((range) => range.status))}`);
+  }
+  return { job: HOSTILE.partitioned, ranges, dead: dead[0] };
 }
 
 export interface Served {

@@ -1,0 +1,62 @@
+import { choice, containsPattern, keysetPage, type PageContext, pageSize, read } from './dashboard-sql';
+
+/** What a keyset-paginated list reads from the URL: a state tab, a substring search, a page size and the cursor. */
+export interface ListFilters<S extends string> {
+  state: S;
+  q: string;
+  limit: number;
+  after: string | null;
+}
+
+/** Reads a list's filters; `stateParameter` names the tab's parameter (`state`, or `status` for files). */
+export function listFilters<S extends string>(query: URLSearchParams, stateParameter: string, states: readonly S[], fallback: S): ListFilters<S> {
+  return {
+    state: choice(stateParameter, query.get(stateParameter), states, fallback),
+    q: query.get('q') ?? '',
+    limit: pageSize(query.get('limit')),
+    after: query.get('after') || null,
+  };
+}
+
+/** A WHERE clause built one condition at a time, each with its bound parameters (`?` placeholders). */
+export class Conditions {
+  private readonly conditions: string[] = [];
+  readonly parameters: unknown[] = [];
+
+  add(condition: string, ...parameters: unknown[]): this {
+    this.conditions.push(condition);
+    this.parameters.push(...parameters);
+    return this;
+  }
+
+  /** The substring search on `searched` and the keyset cursor on `key`, as every list has them. */
+  searchAndAfter(ctx: PageContext, searched: string, key: string, filters: ListFilters<string>): this {
+    if (filters.q !== '') this.add(`${ctx.dialect.quote(searched)} LIKE ? ESCAPE '!'`, containsPattern(filters.q));
+    if (filters.after !== null) this.add(`${ctx.dialect.quote(key)} > ?`, filters.after);
+    return this;
+  }
+
+  /** ` WHERE a AND b`, or nothing. */
+  where(): string {
+    return this.conditions.length > 0 ? ` WHERE ${this.conditions.join(' AND ')}` : '';
+  }
+}
+
+/**
+ * One page of `checkpoint_jobs` rows (batch jobs, partitioned jobs, steps) in name order: the
+ * conditions given, the name search and the cursor, `limit + 1` rows fetched to know the next page.
+ */
+export async function selectJobPage(
+  ctx: PageContext,
+  columns: string,
+  conditions: Conditions,
+  filters: ListFilters<string>,
+): Promise<{ rows: Record<string, unknown>[]; next: string | null }> {
+  const q = (name: string) => ctx.dialect.quote(name);
+  conditions.searchAndAfter(ctx, 'name', 'name', filters);
+  const rows = await read(ctx, (query) =>
+    query(`SELECT ${columns} FROM ${q('checkpoint_jobs')}${conditions.where()} ORDER BY ${q('name')} LIMIT ?`, [...conditions.parameters, filters.limit + 1]),
+  );
+  const page = keysetPage(rows, filters.limit, (row) => String(row.name));
+  return { rows: page.items, next: page.next };
+}
