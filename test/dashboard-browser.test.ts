@@ -3,9 +3,9 @@ import { expect } from 'chai';
 import express from 'express';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium, visitLinks, watchProblems } from './support/browser';
-import { CheckpointManager, createDashboard } from '../src';
+import { CheckpointManager, createDashboard, listPartitions } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
-import { type DashboardState, HOSTILE, makeState, type Served, serve } from './support/dashboard-state';
+import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, type Served, serve } from './support/dashboard-state';
 
 describe(`dashboard in Chromium (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_browser');
@@ -106,6 +106,68 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
       mkdirSync('docs', { recursive: true });
       await page.screenshot({ path: 'docs/dashboard.png', fullPage: true });
     }
+    expect(problems).to.deep.equal([]);
+    await page.close();
+  });
+});
+
+describe(`dashboard in Chromium: partitioned jobs (${DRIVER})`, function () {
+  const db = useTestDatabase('dashboard_browser_partitions');
+  let browser: Browser;
+  let server: Served;
+  let state: PartitionedState;
+  const BASE = '/admin/ops/';
+
+  before(async () => {
+    state = await makePartitionedState(db.ds);
+    browser = await launchChromium();
+    const app = express();
+    app.use((_req, res, next) => {
+      res.setHeader('Content-Security-Policy', "default-src 'self'");
+      next();
+    });
+    app.use('/admin/ops', createDashboard(db.ds, { refreshMs: 150 }));
+    server = await serve(app);
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('shows the dead range among the problems and per-range bars; a click on "Retry dead ranges" revives it', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const problems = watchProblems(page);
+    await page.goto(`${server.url}${BASE}`);
+    const overview = await page.locator('section[data-kind="dead-ranges"]').innerText();
+    expect(overview).to.include('Dead ranges: 1').and.include(`${state.job} #${state.dead.index}`).and.include(HOSTILE.rangeError);
+    await page.locator('section[data-kind="dead-ranges"] h3 a').click();
+    await page.waitForURL(`${server.url}${BASE}jobs?state=dead`);
+
+    const row = page.locator('tr[data-kind="partitioned"]');
+    expect(await row.locator('td.name').innerText()).to.include(state.job);
+    expect(await row.locator('.ranges .range').count()).to.equal(4);
+    expect(await row.locator('.ranges .range-dead').count()).to.equal(1);
+    expect(await row.locator('.ranges .range-done').count()).to.equal(3);
+    // The ranges' bar is drawn by the stylesheet (no inline style under the CSP): the segments have a width.
+    const widths = await row.locator('.ranges .range').evaluateAll((spans) => spans.map((span) => span.getBoundingClientRect().width));
+    for (const width of widths) expect(width).to.be.greaterThan(1);
+    await row.locator('details summary').click();
+    const deadRow = row.locator(`tr[data-range="${state.dead.index}"]`);
+    expect(await deadRow.innerText()).to.include('dead').and.include(HOSTILE.rangeError);
+    for (const range of state.ranges.filter((r) => r.status === 'done')) {
+      expect(await row.locator(`tr[data-range="${range.index}"] td.num`).nth(1).innerText()).to.equal(range.items.toLocaleString('en-US'));
+    }
+    expect(await page.evaluate('window.__pwned')).to.equal(undefined);
+
+    await row.getByRole('button', { name: 'Retry dead ranges' }).click();
+    await page.waitForURL(`${server.url}${BASE}jobs?state=dead`);
+    expect(await page.locator('main').innerText()).to.include('No jobs.');
+    const ranges = await listPartitions(db.ds, state.job);
+    expect(ranges.find((range) => range.index === state.dead.index)!.status).to.equal('pending');
+    await page.goto(`${server.url}${BASE}jobs`);
+    expect(await page.locator('tr[data-kind="partitioned"] .ranges .range-dead').count()).to.equal(0);
+    expect(await page.locator('tr[data-kind="partitioned"] .ranges .range-pending').count()).to.equal(1);
     expect(problems).to.deep.equal([]);
     await page.close();
   });
