@@ -55,6 +55,7 @@ progress { width: 10rem; vertical-align: middle; }
 .range-done { background: var(--ok); }
 .range-dead { background: var(--bad); }
 form.inline { display: inline; margin-left: .5rem; }
+ul.dead-ranges { margin: .2rem 0 0; padding-left: 1.2rem; }
 figure.chart { margin: 0 0 1rem; padding: .6rem; background: #fff; border: 1px solid var(--line); border-radius: 6px; display: inline-block; }
 figure.chart figcaption { color: var(--muted); font-size: 12px; }
 svg .bar { fill: var(--accent); }

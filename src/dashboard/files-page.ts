@@ -1,4 +1,5 @@
-import { choice, containsPattern, keysetPage, type PageContext, pageSize, read, toNullableNumber, toNumber } from './dashboard-sql';
+import { keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
+import { Conditions, type ListFilters, listFilters } from './list-query';
 import { type Html, html } from './html';
 import { backPath, formatCount, formatDuration, formatTime, layout, pager, type View } from './layout';
 import { searchForm } from './jobs-page';
@@ -43,7 +44,7 @@ export interface FileView {
 
 export interface FilesData {
   page: 'files';
-  filters: { status: FileTab; q: string; limit: number; after: string | null };
+  filters: Omit<ListFilters<FileTab>, 'state'> & { status: FileTab };
   counts: FileCounts;
   throughput: Throughput;
   items: FileView[];
@@ -95,41 +96,24 @@ export async function loadThroughput(ctx: PageContext): Promise<Throughput> {
 }
 
 export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promise<FilesData> {
-  const filters = {
-    status: choice('status', query.get('status'), FILE_STATUSES, 'all'),
-    q: query.get('q') ?? '',
-    limit: pageSize(query.get('limit')),
-    after: query.get('after') || null,
-  };
+  const { state: status, ...rest } = listFilters(query, 'status', FILE_STATUSES, 'all');
+  const filters = { status, ...rest };
   const q = (name: string) => ctx.dialect.quote(name);
-  const conditions: string[] = [];
-  const parameters: unknown[] = [];
-  if (filters.status !== 'all') {
-    conditions.push(`${q('status')} = ?`);
-    parameters.push(filters.status === 'dead' ? 'failed' : filters.status);
-  }
-  if (filters.status === 'dead') conditions.push(`${q('retry_count')} >= ${q('max_retries')}`);
-  if (filters.q !== '') {
-    conditions.push(`${q('file_url')} LIKE ? ESCAPE '!'`);
-    parameters.push(containsPattern(filters.q));
-  }
-  if (filters.after !== null) {
-    conditions.push(`${q('file_url')} > ?`);
-    parameters.push(filters.after);
-  }
-  const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
-  const columns = ['file_url', 'file_type', 'status', 'retry_count', 'max_retries', 'processed_by', 'lease_expires_at', 'started_at', 'completed_at', 'records_total', 'records_persisted', 'processing_time_ms'];
-  // The page's keys first, then their rows: the key search (a URL substring above all) can then
-  // run over the primary key index alone instead of the table, and only one page of rows is read.
+  const conditions = new Conditions();
+  if (filters.status !== 'all') conditions.add(`${q('status')} = ?`, filters.status === 'dead' ? 'failed' : filters.status);
+  if (filters.status === 'dead') conditions.add(`${q('retry_count')} >= ${q('max_retries')}`);
+  // Keyset by the primary key, the URL's hash: a URL may be too long for an index of its own
+  // (migration 1764720000000), so the list is in hash order and `after` is the last row's hash.
+  conditions.searchAndAfter(ctx, 'file_url', 'url_hash', filters);
+  const columns = ['url_hash', 'file_url', 'file_type', 'status', 'retry_count', 'max_retries', 'processed_by', 'lease_expires_at', 'started_at', 'completed_at', 'records_total', 'records_persisted', 'processing_time_ms'];
   const rows = await read(ctx, (query) =>
     query(
-      `SELECT ${columns.map((c) => `${q('f')}.${q(c)}`).join(', ')}, SUBSTR(${q('f')}.${q('error_message')}, 1, ${ERROR_CHARS}) AS ${q('error_text')} ` +
-        `FROM (SELECT ${q('file_url')} FROM ${q('file_checkpoints')}${where} ORDER BY ${q('file_url')} LIMIT ?) ${q('k')} ` +
-        `JOIN ${q('file_checkpoints')} ${q('f')} ON ${q('f')}.${q('file_url')} = ${q('k')}.${q('file_url')} ORDER BY ${q('f')}.${q('file_url')}`,
-      [...parameters, filters.limit + 1],
+      `SELECT ${columns.map(q).join(', ')}, SUBSTR(${q('error_message')}, 1, ${ERROR_CHARS}) AS ${q('error_text')} ` +
+        `FROM ${q('file_checkpoints')}${conditions.where()} ORDER BY ${q('url_hash')} LIMIT ?`,
+      [...conditions.parameters, filters.limit + 1],
     ),
   );
-  const page = keysetPage(rows, filters.limit, (row) => String(row.file_url));
+  const page = keysetPage(rows, filters.limit, (row) => String(row.url_hash));
   const items = page.items.map((row): FileView => {
     const status = String(row.status);
     const retryCount = toNumber(row.retry_count);

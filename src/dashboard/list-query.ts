@@ -30,7 +30,7 @@ export class Conditions {
   }
 
   /** The substring search on `searched` and the keyset cursor on `key`, as every list has them. */
-  searchAndAfter(ctx: PageContext, searched: string, key: string, filters: ListFilters<string>): this {
+  searchAndAfter(ctx: PageContext, searched: string, key: string, filters: Pick<ListFilters<string>, 'q' | 'after'>): this {
     if (filters.q !== '') this.add(`${ctx.dialect.quote(searched)} LIKE ? ESCAPE '!'`, containsPattern(filters.q));
     if (filters.after !== null) this.add(`${ctx.dialect.quote(key)} > ?`, filters.after);
     return this;

@@ -123,7 +123,11 @@ export async function retryDeadRanges(db: Db, name: string | undefined): Promise
   return { revived: await retryDead(db, name) };
 }
 
-/** Progress by ranges, a bar of ranges by state (each with its rows), and the retry form where dead ranges are and writes are allowed. */
+/**
+ * Progress by ranges, a bar of the ranges by state (each segment titled with its rows), the dead
+ * ranges with their errors, and the retry form where there are dead ranges and writes are allowed.
+ * Only the dead ranges get a line of their own: a page of jobs with many ranges each stays small.
+ */
 export function renderPartitions(name: string, partitions: PartitionsView, view: View): Html {
   const { counts, ranges } = partitions;
   const retry =
@@ -135,22 +139,15 @@ export function renderPartitions(name: string, partitions: PartitionsView, view:
     counts.dead > 0 ? html` · <span class="error">${formatCount(counts.dead)} dead</span>` : ''
   }</span>${retry}
 <div class="ranges" role="list" aria-label="Ranges of ${name}">${ranges.map(
-    (range) =>
-      html`<span role="listitem" class="range range-${range.state}" title="#${range.index} ${range.state} · ${formatCount(range.items)} rows"></span>`,
-  )}</div>
-<details data-key="ranges ${name}"><summary>Ranges</summary><table class="list ranges-table">
-<thead><tr><th>#</th><th>State</th><th>Rows</th><th>Batches</th><th>Retries</th><th>Last commit</th><th>Error</th></tr></thead>
-<tbody>${ranges.map(
-    (range) => html`<tr data-range="${range.index}">
-<td class="num">${range.index}</td>
-<td><span class="state ${RANGE_TONES[range.state]}">${range.state}</span></td>
-<td class="num">${formatCount(range.items)}</td>
-<td class="num">${formatCount(range.batches)}</td>
-<td class="num">${range.retryCount} / ${range.maxRetries}</td>
-<td>${formatTime(range.updatedAt)}</td>
-<td class="error">${range.error ?? ''}</td>
-</tr>`,
-  )}</tbody></table></details></div>`;
+    (range) => html`<span role="listitem" class="range range-${range.state}" data-range="${range.index}" title="#${range.index} ${range.state}: ${formatCount(range.items)} rows, ${formatCount(range.batches)} batches"></span>`,
+  )}</div>${
+    counts.dead > 0
+      ? html`<ul class="dead-ranges">${ranges
+          .filter((range) => range.state === 'dead')
+          .map(
+            (range) =>
+              html`<li data-range="${range.index}">#${range.index} dead after ${range.retryCount + 1} attempt${range.retryCount === 0 ? '' : 's'}, ${formatCount(range.items)} rows done, last at ${formatTime(range.updatedAt)}: <span class="error">${range.error ?? ''}</span></li>`,
+          )}</ul>`
+      : ''
+  }</div>`;
 }
-
-const RANGE_TONES: Record<RangeState, string> = { pending: '', running: 'state-running', done: 'state-done', dead: 'state-bad' };
