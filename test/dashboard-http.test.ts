@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import { CheckpointManager, createDashboard, type DashboardOptions, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
+import { formatTime } from '../src/dashboard/layout';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, type Served, serve } from './support/dashboard-state';
 
 describe(`dashboard over HTTP (${DRIVER})`, function () {
@@ -305,6 +306,16 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     const ranges = await listPartitions(db.ds, state.job);
     expect(ranges.map((range) => range.status)).to.deep.equal(state.ranges.map((range) => (range.status === 'dead' ? 'pending' : 'done')));
     expect((await json<OverviewData>(`${base}/api/overview`)).problems).to.deep.equal([]);
+  });
+});
+
+describe('dashboard formatting', function () {
+  it('formatTime writes UTC to the second as toISOString does, across leap days, centuries and outside years 0–9999', () => {
+    const iso = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+    const cases = [0, -1, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, 1_796_121_380_218, -62_162_035_200_000, -62_162_035_200_001, 253_402_300_799_999, 253_402_300_800_000, 8.64e15];
+    for (let i = 0; i < 2000; i++) cases.push(Math.floor((i - 1000) * 123_456_789_013.7));
+    for (const ms of cases) expect(formatTime(ms), String(ms)).to.equal(iso(ms));
+    expect(formatTime(null)).to.equal('—');
   });
 });
 
