@@ -1,4 +1,4 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import { bigintNumber } from './bigint-number';
 
 /**
@@ -7,6 +7,7 @@ import { bigintNumber } from './bigint-number';
  * `retryCount`/`maxRetries`, the fencing `claimToken` and `leaseExpiresAt` (epoch ms).
  */
 @Entity('checkpoint_partitions')
+@Index('IDX_checkpoint_partitions_status', ['status'])
 export class CheckpointPartition {
   @PrimaryColumn({ name: 'job_name', type: 'varchar', length: 512 })
   jobName!: string;

@@ -12,6 +12,8 @@ export type FileStatus = 'pending' | 'processing' | 'completed' | 'failed';
 @Entity('file_checkpoints')
 @Index('IDX_file_checkpoints_status', ['status'])
 @Index('IDX_file_checkpoints_completed_at', ['completedAt'])
+// PostgreSQL with pg_trgm only (a GIN index the migration makes where it can): never synchronised.
+@Index('IDX_file_checkpoints_file_url_trgm', { synchronize: false })
 export class FileCheckpoint {
   /**
    * The key: SHA-256 of the URL's UTF-8 bytes in lowercase hex. Long URLs exceed what MySQL (3,072
