@@ -308,6 +308,23 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     expect(ranges.map((range) => range.status)).to.deep.equal(state.ranges.map((range) => (range.status === 'dead' ? 'pending' : 'done')));
     expect((await json<OverviewData>(`${base}/api/overview`)).problems).to.deep.equal([]);
   });
+
+  it('calls a partitioned job stalled when none of its ranges has committed for 10 minutes', async () => {
+    const base = await start();
+    const longAgo = Date.now() - 11 * 60 * 1000;
+    // As if the job and its ranges had last moved 11 minutes ago (no clock of the dashboard's to turn).
+    await db.ds.query(sql('UPDATE checkpoint_partitions SET updated_at = ? WHERE job_name = ?'), [longAgo, state.job]);
+    await db.ds.query(sql('UPDATE checkpoint_jobs SET updated_at = ? WHERE name = ?'), [longAgo, state.job]);
+    const stalled = await json<JobsData>(`${base}/api/jobs?state=stalled`);
+    expect(stalled.items.map((job) => [job.name, job.stalled])).to.deep.equal([[state.job, true]]);
+    expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items).to.deep.equal([]);
+    const overview = await json<OverviewData>(`${base}/api/overview`);
+    expect(overview.problems.map((problem) => [problem.kind, problem.count])).to.deep.equal([['stalled-jobs', 1]]);
+    expect(overview.jobs).to.deep.equal({ running: 0, stalled: 1, done: 0 });
+    // One range committing again is enough to make it running.
+    await db.ds.query(sql('UPDATE checkpoint_partitions SET updated_at = ? WHERE job_name = ? AND partition_index = ?'), [Date.now(), state.job, state.dead.index]);
+    expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items.map((job) => [job.name, job.stalled])).to.deep.equal([[state.job, false]]);
+  });
 });
 
 describe(`dashboard indexes (${DRIVER})`, function () {

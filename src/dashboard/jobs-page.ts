@@ -2,13 +2,13 @@ import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashb
 import { type Html, html } from './html';
 import { formatCount, formatDuration, formatRate, formatTime, href, layout, pager, type View, withQuery } from './layout';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
-import { hasDeadRange, loadPartitions, type PartitionsView, renderPartitions } from './partitions-hook';
+import { hasDeadRange, loadPartitions, type PartitionsView, rangeCommittedSince, renderPartitions } from './partitions-hook';
 
-/** A batch job not done whose last commit is older than this is "stalled". */
+/** A job not done whose last commit (of any range, for a partitioned job) is older than this is "stalled". */
 export const STALLED_AFTER_MS = 10 * 60 * 1000;
 const CURSOR_CHARS = 200;
 
-/** `dead`: partitioned jobs with a range out of attempts. `stalled` is about batch jobs (a partitioned job's stuck range is taken over when its lease expires). */
+/** `dead`: partitioned jobs with a range out of attempts. */
 export const JOB_STATES = ['all', 'running', 'stalled', 'dead', 'done'] as const;
 export type JobState = (typeof JOB_STATES)[number];
 
@@ -48,22 +48,31 @@ export function isStalled(done: boolean, lastCommitAt: number, now: number): boo
   return !done && now - lastCommitAt >= STALLED_AFTER_MS;
 }
 
+/**
+ * Batch or partitioned jobs, not done, with a commit in the last 10 minutes (`stalled: false`) or
+ * none (`true`), as `isStalled` says of a row: a partitioned job's commits are on its ranges.
+ */
+export function stalledCondition(ctx: PageContext, stalled: boolean): [string, unknown[]] {
+  const q = (name: string) => ctx.dialect.quote(name);
+  const since = ctx.now - STALLED_AFTER_MS;
+  const [committed, parameters] = rangeCommittedSince(ctx, since);
+  const open = `${q('kind')} IN (?, ?) AND ${q('done')} = ?`;
+  const head = ['batch', 'partitioned', ctx.dialect.bindable(false)];
+  return stalled
+    ? [`${open} AND ${q('updated_at')} <= ? AND NOT (${q('kind')} = ? AND ${committed})`, [...head, since, 'partitioned', ...parameters]]
+    : [`${open} AND (${q('updated_at')} > ? OR (${q('kind')} = ? AND ${committed}))`, [...head, since, 'partitioned', ...parameters]];
+}
+
 export async function loadJobs(ctx: PageContext, query: URLSearchParams): Promise<JobsData> {
   const filters = listFilters(query, 'state', JOB_STATES, 'all');
   const q = (name: string) => ctx.dialect.quote(name);
   const conditions = new Conditions();
   const kind = (...kinds: string[]) => conditions.add(`${q('kind')} IN (${kinds.map(() => '?').join(', ')})`, ...kinds);
-  const stalledBefore = ctx.now - STALLED_AFTER_MS;
   if (filters.state === 'all' || filters.state === 'done') kind('batch', 'partitioned');
   if (filters.state === 'done') conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(true));
-  if (filters.state === 'running') {
-    kind('batch', 'partitioned');
-    conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(false));
-    conditions.add(`(${q('kind')} = ? OR ${q('updated_at')} > ?)`, 'partitioned', stalledBefore);
-  }
-  if (filters.state === 'stalled') {
-    kind('batch');
-    conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(false)).add(`${q('updated_at')} <= ?`, stalledBefore);
+  if (filters.state === 'running' || filters.state === 'stalled') {
+    const [condition, parameters] = stalledCondition(ctx, filters.state === 'stalled');
+    conditions.add(condition, ...parameters);
   }
   if (filters.state === 'dead') {
     kind('partitioned');

@@ -1,7 +1,7 @@
 import { type PageContext, read, toBoolean, toNumber } from './dashboard-sql';
 import { type FileCounts, loadFileCounts } from './files-page';
 import { type Html, html } from './html';
-import { STALLED_AFTER_MS } from './jobs-page';
+import { stalledCondition } from './jobs-page';
 import { formatCount, formatTime, href, layout, type View } from './layout';
 import { loadDeadRanges } from './partitions-hook';
 
@@ -29,11 +29,9 @@ export interface OverviewData {
 
 export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
   const q = (name: string) => ctx.dialect.quote(name);
-  const stalledBefore = ctx.now - STALLED_AFTER_MS;
   const jobs = await read(ctx, async (query) => {
     const byKind = await query(`SELECT ${q('kind')}, ${q('done')}, COUNT(*) AS ${q('n')} FROM ${q('checkpoint_jobs')} GROUP BY ${q('kind')}, ${q('done')}`, []);
-    const stalledWhere = `${q('kind')} = ? AND ${q('done')} = ? AND ${q('updated_at')} <= ?`;
-    const stalledParameters = ['batch', ctx.dialect.bindable(false), stalledBefore];
+    const [stalledWhere, stalledParameters] = stalledCondition(ctx, true);
     const stalled = await query(`SELECT COUNT(*) AS ${q('n')} FROM ${q('checkpoint_jobs')} WHERE ${stalledWhere}`, stalledParameters);
     const stalledSample = await query(
       `SELECT ${q('name')}, ${q('updated_at')} FROM ${q('checkpoint_jobs')} WHERE ${stalledWhere} ORDER BY ${q('updated_at')} LIMIT ${SAMPLE}`,
@@ -85,7 +83,7 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
       examples: jobs.expiredSample.map((row) => ({ name: String(row.file_url), detail: `lease expired ${formatTime(toNumber(row.lease_expires_at))}` })),
     },
   ];
-  // Partitioned jobs count with the batch jobs, as on the jobs page (their stuck ranges are taken over, not stalled).
+  // Partitioned jobs count with the batch jobs, as on the jobs page.
   const running = count('batch', false) + count('partitioned', false);
   return {
     page: 'overview',

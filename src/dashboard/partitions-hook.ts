@@ -59,6 +59,15 @@ export function hasDeadRange(ctx: PageContext): [string, unknown[]] {
   ];
 }
 
+/** The condition "the `checkpoint_jobs` row's ranges have a commit after `since`" (a partitioned job's commits are on its ranges). */
+export function rangeCommittedSince(ctx: PageContext, since: number): [string, unknown[]] {
+  const q = (name: string) => ctx.dialect.quote(name);
+  return [
+    `EXISTS (SELECT 1 FROM ${q('checkpoint_partitions')} ${q('p')} WHERE ${q('p')}.${q('job_name')} = ${q('checkpoint_jobs')}.${q('name')} AND ${q('p')}.${q('updated_at')} > ?)`,
+    [since],
+  ];
+}
+
 /** The ranges of the named partitioned jobs (a page's worth; every name gets a view): one statement over the primary key. */
 export async function loadPartitions(ctx: PageContext, names: string[]): Promise<Map<string, PartitionsView>> {
   const views = new Map<string, PartitionsView>();
