@@ -171,6 +171,20 @@ describe(`importFile records mode (${DRIVER})`, () => {
       }
     });
 
+    it('a UTF-8 BOM is not part of the first record in JSON, NDJSON or CSV; CRLF ends lines in NDJSON and CSV', async () => {
+      const sources = {
+        json: '\uFEFF[{"sku":"m1","unit_price":1},\r\n{"sku":"m2","unit_price":2}]',
+        ndjson: '\uFEFF{"sku":"m1","unit_price":1}\r\n{"sku":"m2","unit_price":2}\r\n',
+        csv: '\uFEFFsku,unit_price\r\nm1,1\r\nm2,2\r\n',
+      };
+      for (const [format, content] of Object.entries(sources)) {
+        await database.ds.query('DELETE FROM prices');
+        const result = await importFile(database.ds, `bom-${format}`, file(`bom.${format}`, content), { into: 'prices', size: 1 });
+        expect(result, format).to.include({ rows: 2, invalid: 0, done: true });
+        expect(await prices(), format).to.deep.equal(['m1:1:null:eur', 'm2:2:null:eur']);
+      }
+    });
+
     it('CSV options: no header with csv.columns, delimiter, quote and escape, a null text', async () => {
       const path = file('semi.csv', "a1;'1.5';NULL\nb2;2;'it\\'s'\nc3;3;''\n");
       const result = await importFile(database.ds, 'semi', path, {
