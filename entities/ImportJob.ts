@@ -20,4 +20,21 @@ export class ImportJob {
 
   @Column({ name: 'updated_at', type: 'bigint', nullable: true, transformer: bigintNumber })
   updatedAt!: number | null;
+
+  // The counts below are null for a batch made before they were kept (migration 1764979200000).
+
+  /** Rows written (built-in rows, records written `into` a table or handed to a handler), over every run. */
+  @Column({ name: 'written_rows', type: 'bigint', nullable: true, transformer: bigintNumber })
+  writtenRows!: number | null;
+
+  /** Source rows `map` skipped, over every run. */
+  @Column({ name: 'skipped_rows', type: 'bigint', nullable: true, transformer: bigintNumber })
+  skippedRows!: number | null;
+
+  /** Chunks committed, over every run. */
+  @Column({ type: 'bigint', nullable: true, transformer: bigintNumber })
+  chunks!: number | null;
+
+  @Column({ name: 'started_at', type: 'bigint', nullable: true, transformer: bigintNumber })
+  startedAt!: number | null;
 }

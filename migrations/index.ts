@@ -4,7 +4,8 @@ import { ImportRejects1764633600000 } from './1764633600000-ImportRejects';
 import { LongFileUrls1764720000000 } from './1764720000000-LongFileUrls';
 import { CheckpointPartitions1764806400000 } from './1764806400000-CheckpointPartitions';
 import { DashboardIndexes1764892800000 } from './1764892800000-DashboardIndexes';
-import { DashboardSearchIndexes1764979200000 } from './1764979200000-DashboardSearchIndexes';
+import { ImportProgress1764979200000 } from './1764979200000-ImportProgress';
+import { DashboardSearchIndexes1765065600000 } from './1765065600000-DashboardSearchIndexes';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -14,5 +15,6 @@ export const checkpointMigrations = [
   LongFileUrls1764720000000,
   CheckpointPartitions1764806400000,
   DashboardIndexes1764892800000,
-  DashboardSearchIndexes1764979200000,
+  ImportProgress1764979200000,
+  DashboardSearchIndexes1765065600000,
 ];

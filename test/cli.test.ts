@@ -8,36 +8,11 @@ import { eachBatch, eachPartition, listPartitions, sqlSource, status, step } fro
 import { rejection } from './support/expect-code';
 import { CheckpointManager } from '../src/claims/checkpoint-manager';
 import { type Child, startChild } from './support/child';
+import { cli, cliJson, finished, startCli } from './support/cli-run';
 import { count, createTestDatabase, DRIVER, sql, useTestDatabase } from './support/database';
 
 const ROOT = join(__dirname, '..');
 const CLI = 'src/cli/main.ts';
-
-interface CliRun {
-  code: number | null;
-  stdout: string[];
-  stderr: string;
-}
-
-/** Waits for the child to exit and its output streams to close (so every stdout line is in). */
-async function finished(child: Child): Promise<CliRun> {
-  const closed = new Promise<void>((resolve) => child.process.once('close', () => resolve()));
-  const { code } = await child.exited;
-  await closed;
-  return { code, stdout: child.lines, stderr: child.stderr() };
-}
-
-/** Runs the CLI as a child process (ts-node, transpile-only). */
-function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  return finished(startChild(CLI, args, env));
-}
-
-/** Runs the CLI with `--json` and parses its one stdout line. */
-async function cliJson(args: string[], env: Record<string, string> = {}): Promise<CliRun & { json: Record<string, any> }> {
-  const run = await cli([...args, '--json'], env);
-  expect(run.stdout, `stdout of ${args.join(' ')}; stderr:\n${run.stderr}`).to.have.length(1);
-  return { ...run, json: JSON.parse(run.stdout[0]) as Record<string, any> };
-}
 
 /** Resolves once the child's stderr so far matches `pattern`. */
 function waitForStderr(child: Child, pattern: RegExp): Promise<void> {
@@ -168,7 +143,7 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
     it('Ctrl-C stops after the current chunk (exit 1, says where); rerunning resumes and ends with every row once', async () => {
       const rows = sampleRows(30_000, 's');
       const path = file('interrupt.csv', csv(rows));
-      const child = startChild(CLI, ['import', path, '--batch', 'interrupt', '--size', '30', '--json', ...db]);
+      const child = startCli(['import', path, '--batch', 'interrupt', '--size', '30', '--json', ...db]);
       const run = finished(child);
       await waitForStderr(child, /rows\/s/);
       child.process.kill('SIGINT');

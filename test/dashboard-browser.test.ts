@@ -5,7 +5,7 @@ import type { Browser, Page } from 'playwright-core';
 import { launchChromium, visitLinks, watchProblems } from './support/browser';
 import { CheckpointManager, createDashboard, listPartitions } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
-import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, type Served, serve } from './support/dashboard-state';
+import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, type Served, serve } from './support/dashboard-state';
 
 describe(`dashboard in Chromium (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_browser');
@@ -45,7 +45,8 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
       ['', [HOSTILE.file, HOSTILE.error, 'Dead letters: 1']],
       ['jobs', [HOSTILE.job]],
       ['steps', [HOSTILE.step]],
-      ['imports', [HOSTILE.import]],
+      ['imports', [HOSTILE.import, HOSTILE.records]],
+      [`imports/rejects?batch=${encodeURIComponent(HOSTILE.records)}`, [HOSTILE.records, `${HOSTILE.reject},many`]],
       ['files?status=dead', [HOSTILE.file, HOSTILE.error]],
       [`jobs/reset?name=${encodeURIComponent(HOSTILE.job)}`, [HOSTILE.job]],
     ];
@@ -64,6 +65,27 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
     expect(await details.getAttribute('open')).to.equal(null);
     await details.locator('summary').click();
     expect(JSON.parse(await details.locator('pre').innerText())).to.deep.equal(HOSTILE.stepValue);
+    await page.close();
+  });
+
+  it("the imports page: rows / total with a bar, written, chunks, skipped, invalid linking to the batch's rejects", async () => {
+    const { page, problems } = await open('imports');
+    const row = page.locator('tbody tr', { hasText: HOSTILE.records });
+    const cells = await row.locator('td').allInnerTexts();
+    const headers = await page.locator('thead th').allInnerTexts();
+    const cell = (name: string) => cells[headers.indexOf(name)];
+    expect(cell('Rows')).to.equal(`${RECORDS.total} / ${RECORDS.total}`);
+    expect(await row.locator('progress').getAttribute('value')).to.equal(String(RECORDS.total));
+    expect(cell('Written')).to.equal(String(RECORDS.written));
+    expect(cell('Chunks')).to.equal(String(RECORDS.chunks));
+    expect(cell('Skipped')).to.equal(String(RECORDS.skipped));
+    expect(cell('Invalid')).to.equal(String(RECORDS.invalid.length));
+    await row.locator('a', { hasText: String(RECORDS.invalid.length) }).click();
+    await page.waitForURL(/imports\/rejects/);
+    const rejected = await page.locator('main tbody tr').allInnerTexts();
+    expect(rejected.map((text) => text.split('\t')[0])).to.deep.equal(RECORDS.invalid.map(String));
+    expect(await page.evaluate('window.__pwned')).to.equal(undefined);
+    expect(problems).to.deep.equal([]);
     await page.close();
   });
 

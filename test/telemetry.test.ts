@@ -8,7 +8,7 @@ import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpa
 import { expect } from 'chai';
 import { CheckpointManager, eachBatch, importAll, importFile, step } from '../src';
 import { DRIVER, useTestDatabase } from './support/database';
-import { rejection } from './support/expect-code';
+import { expectCode, rejection } from './support/expect-code';
 import { runChild } from './support/child';
 
 describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
@@ -138,6 +138,41 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     ]);
     expect(await sum('checkpoint.items', { 'checkpoint.operation': 'import.chunk' })).to.equal(12);
     expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'import.chunk' })).to.equal(6);
+  });
+
+  it('records imports: the same checkpoint.import.chunk span and metrics (job, index, items, outcome, error code), skipped and invalid counted', async () => {
+    await db.ds.query('CREATE TABLE telemetry_stock (code VARCHAR(20) PRIMARY KEY, qty INTEGER NOT NULL)');
+    const file = join(dir, 'stock.csv');
+    // Row 1 invalid (recorded as a reject), row 2 skipped by map, rows 0, 3, 4 written.
+    writeFileSync(file, 'code,qty\na,1\nb,many\nskip,2\nc,3\nd,4\n');
+    const map = (record: Record<string, unknown>) => (record.code === 'skip' ? null : record);
+    await importFile(db.ds, 'telemetry-records', file, { into: 'telemetry_stock', invalid: 'skip', map, size: 2 });
+    const chunks = named('checkpoint.import.chunk');
+    expect(chunks.map((span) => span.attributes)).to.deep.equal([
+      { 'checkpoint.job': 'telemetry-records', 'checkpoint.index': 0, 'checkpoint.skipped': 0, 'checkpoint.invalid': 1, 'checkpoint.items': 1, 'checkpoint.outcome': 'committed' },
+      { 'checkpoint.job': 'telemetry-records', 'checkpoint.index': 2, 'checkpoint.skipped': 1, 'checkpoint.invalid': 0, 'checkpoint.items': 1, 'checkpoint.outcome': 'committed' },
+      { 'checkpoint.job': 'telemetry-records', 'checkpoint.index': 4, 'checkpoint.skipped': 0, 'checkpoint.invalid': 0, 'checkpoint.items': 1, 'checkpoint.outcome': 'committed' },
+    ]);
+    expect(await sum('checkpoint.items', { 'checkpoint.operation': 'import.chunk' })).to.equal(3);
+    expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'import.chunk' })).to.equal(3);
+
+    // A handler's own spans nest under the chunk's; a key the table holds fails its chunk's span with the error code.
+    const tracer = trace.getTracer('test');
+    const handled = join(dir, 'handled.ndjson');
+    writeFileSync(handled, '{"n":1}\n{"n":2}\n{"n":3}\n');
+    await importFile(db.ds, 'telemetry-handler', handled, { records: true, size: 2, handler: () => tracer.startActiveSpan('handler', (span) => span.end()) });
+    const handlerChunks = named('checkpoint.import.chunk').filter((span) => span.attributes['checkpoint.job'] === 'telemetry-handler');
+    expect(named('handler').map((span) => span.parentSpanContext?.spanId)).to.deep.equal(handlerChunks.map((span) => span.spanContext().spanId));
+    const clash = join(dir, 'clash.csv');
+    writeFileSync(clash, 'code,qty\nx,1\na,2\n');
+    await expectCode(importFile(db.ds, 'telemetry-clash', clash, { into: 'telemetry_stock', size: 1 }), 'INVALID_INPUT');
+    const failed = named('checkpoint.import.chunk').filter((span) => span.attributes['checkpoint.job'] === 'telemetry-clash');
+    expect(failed.map((span) => [span.attributes['checkpoint.index'], span.attributes['checkpoint.outcome'], span.attributes['checkpoint.error_code']])).to.deep.equal([
+      [0, 'committed', undefined],
+      [1, 'failed', 'INVALID_INPUT'],
+    ]);
+    expect(failed[1].status.code).to.equal(SpanStatusCode.ERROR);
+    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'import.chunk', 'checkpoint.error_code': 'INVALID_INPUT' })).to.equal(1);
   });
 
   it('processFile: a checkpoint.file span (URL, type, worker, claimed, rows persisted); a failing one with its error', async () => {

@@ -17,6 +17,13 @@ export interface ImportBatchStatus {
   updatedAt: number | null;
   /** Invalid rows recorded in `checkpoint_import_rejects` (records mode with invalid rows skipped). */
   invalid: number;
+  // Counted by every committed chunk; null for a batch made before they were kept.
+  /** Rows written (built-in rows, records written or handed to a handler). */
+  rows: number | null;
+  /** Source rows `map` skipped. */
+  skipped: number | null;
+  chunks: number | null;
+  startedAt: number | null;
 }
 
 interface ImportRow {
@@ -25,12 +32,19 @@ interface ImportRow {
   next_index: number | string;
   total_rows: number | string | null;
   updated_at: number | string | null;
+  written_rows: number | string | null;
+  skipped_rows: number | string | null;
+  chunks: number | string | null;
+  started_at: number | string | null;
   rejects: number | string;
 }
+
+const nullableNumber = (value: number | string | null): number | null => (value === null ? null : Number(value));
 
 const IMPORTS = 'checkpoint_imports';
 const ITEMS = 'checkpoint_import_items';
 const REJECTS = 'checkpoint_import_rejects';
+const IMPORT_COLUMNS = ['id', 'digest', 'next_index', 'total_rows', 'updated_at', 'written_rows', 'skipped_rows', 'chunks', 'started_at'];
 
 function toStatus(row: ImportRow): ImportBatchStatus {
   const nextIndex = Number(row.next_index);
@@ -41,8 +55,12 @@ function toStatus(row: ImportRow): ImportBatchStatus {
     nextIndex,
     totalRows,
     done: totalRows !== null && nextIndex >= totalRows,
-    updatedAt: row.updated_at === null ? null : Number(row.updated_at),
+    updatedAt: nullableNumber(row.updated_at),
     invalid: Number(row.rejects),
+    rows: nullableNumber(row.written_rows),
+    skipped: nullableNumber(row.skipped_rows),
+    chunks: nullableNumber(row.chunks),
+    startedAt: nullableNumber(row.started_at),
   };
 }
 
@@ -54,7 +72,7 @@ async function selectImports(tx: EntityManager, batch?: string): Promise<ImportR
   return run<ImportRow[]>(
     tx,
     dialect.sql(
-      `SELECT i.${q('id')}, i.${q('digest')}, i.${q('next_index')}, i.${q('total_rows')}, i.${q('updated_at')}, ${rejects} FROM ${q(IMPORTS)} i${where}`,
+      `SELECT ${IMPORT_COLUMNS.map((column) => `i.${q(column)}`).join(', ')}, ${rejects} FROM ${q(IMPORTS)} i${where}`,
     ),
     batch === undefined ? [] : [batch],
     batch === undefined ? 'listing imports' : `reading import "${batch}"`,
@@ -106,4 +124,9 @@ export function importPosition(batch: ImportBatchStatus): string {
   if (batch.totalRows === null) return `${batch.nextIndex} rows`;
   const percent = batch.totalRows === 0 ? 100 : (100 * batch.nextIndex) / batch.totalRows;
   return `${batch.nextIndex}/${batch.totalRows} rows (${percent.toFixed(1)}%)`;
+}
+
+/** "1200 written, 30 skipped, 4 invalid": a count not kept for the batch shows as "—". */
+export function importCounts(batch: ImportBatchStatus): string {
+  return `${batch.rows ?? '—'} written, ${batch.skipped ?? '—'} skipped, ${batch.invalid} invalid`;
 }

@@ -23,11 +23,13 @@ export async function listCommand(db: DataSource): Promise<Outcome> {
     ...(imports.length === 0
       ? ['No imports.']
       : textTable(
-          ['BATCH', 'DONE', 'ROWS', 'INVALID', 'DIGEST', 'UPDATED'],
+          ['BATCH', 'DONE', 'ROWS', 'WRITTEN', 'SKIPPED', 'INVALID', 'DIGEST', 'UPDATED'],
           imports.map((batch) => [
             batch.batch,
             batch.done ? 'yes' : 'no',
             importPosition(batch),
+            String(batch.rows ?? '—'),
+            String(batch.skipped ?? '—'),
             String(batch.invalid),
             batch.digest.slice(0, 12),
             formatTime(batch.updatedAt),

@@ -3,7 +3,7 @@ import { list, type Status, status } from '../jobs/status';
 import { listPartitions } from '../jobs/partitions';
 import type { PartitionInfo } from '../jobs/partition-store';
 import { type FilesSummary, filesSummary } from './files-summary';
-import { type ImportBatchStatus, importBatchStatus, importPosition, listImportBatches } from './import-batches';
+import { type ImportBatchStatus, importBatchStatus, importCounts, importPosition, listImportBatches } from './import-batches';
 import { type Outcome, success } from './outcome';
 import { formatTime, textTable } from './text-table';
 
@@ -38,10 +38,10 @@ function describeJob(job: Status): string[] {
 
 function describeImport(batch: ImportBatchStatus): string[] {
   return [
-    `import "${batch.batch}": ${importPosition(batch)}, ${batch.done ? 'done' : 'not done'}` +
-      (batch.invalid > 0 ? `, ${batch.invalid} invalid rows (rejects)` : ''),
+    `import "${batch.batch}": ${importPosition(batch)}, ${batch.done ? 'done' : 'not done'}`,
+    `  ${importCounts(batch)} (rejects: ${batch.invalid}), ${batch.chunks ?? '—'} chunks`,
     `  digest ${batch.digest}`,
-    `  updated ${formatTime(batch.updatedAt)}`,
+    `  started ${formatTime(batch.startedAt)}, updated ${formatTime(batch.updatedAt)}`,
   ];
 }
 
@@ -89,6 +89,7 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
       total: imports.length,
       done: imports.filter((batch) => batch.done).length,
       rows: imports.reduce((sum, batch) => sum + batch.nextIndex, 0),
+      skipped: imports.reduce((sum, batch) => sum + (batch.skipped ?? 0), 0),
       invalid: imports.reduce((sum, batch) => sum + batch.invalid, 0),
     },
     files,
@@ -99,7 +100,7 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
     `partitioned jobs: ${summary.partitioned.total} (${summary.partitioned.done} done), ${summary.partitioned.batches} batches, ` +
       `${summary.partitioned.items} items, ${describeRanges(ranges)}`,
     `steps: ${summary.steps.total} (${summary.steps.done} done)`,
-    `imports: ${summary.imports.total} (${summary.imports.done} done), ${summary.imports.rows} rows committed, ${summary.imports.invalid} invalid`,
+    `imports: ${summary.imports.total} (${summary.imports.done} done), ${summary.imports.rows} rows committed, ${summary.imports.skipped} skipped, ${summary.imports.invalid} invalid`,
     `files: ${files.pending} pending, ${files.processing} processing, ${files.completed} completed, ` +
       `${files.failed} failed (${files.deadLetters} dead letters)`,
   ];

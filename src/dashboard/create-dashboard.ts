@@ -10,6 +10,7 @@ import { type PageContext, pageContext } from './dashboard-sql';
 import { loadFiles, renderFiles } from './files-page';
 import { type Html, html } from './html';
 import { loadImports, renderImports } from './imports-page';
+import { loadImportRejects, renderImportRejects } from './import-rejects-page';
 import { loadJobs, renderJobs } from './jobs-page';
 import { layout, type View } from './layout';
 import { loadOverview, renderOverview } from './overview-page';
@@ -47,6 +48,7 @@ const PAGES: Record<string, Page<unknown>> = {
   jobs: page(loadJobs, renderJobs),
   steps: page(loadSteps, renderSteps),
   imports: page(loadImports, renderImports),
+  'imports/rejects': page(loadImportRejects, renderImportRejects),
   files: page(loadFiles, renderFiles),
   'jobs/reset': page(loadReset, renderReset),
 };

@@ -1,23 +1,32 @@
 import { containsPattern, keysetPage, type PageContext, pageSize, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatCount, formatTime, layout, pager, progressBar, type View } from './layout';
+import { formatCount, formatDuration, formatRate, formatTime, href, layout, pager, progressBar, type View } from './layout';
 import { searchForm } from './jobs-page';
-import { addImportRejects, type ImportReject } from './import-rejects-hook';
+import { addImportRejects } from './import-rejects-hook';
 
 export interface ImportView {
   batch: string;
   digest: string;
-  /** Rows committed so far (the checkpoint). */
+  /** Source rows done so far (the checkpoint): written, skipped and invalid alike. */
   rows: number;
   /** Rows in the source once validated (streaming imports); null when unknown. */
   total: number | null;
   done: boolean;
   /** The time of the last committed chunk; null for imports started by `begin` without one. */
   lastCommitAt: number | null;
-  /** Filled by the records-mode hook (issue 12); null until then. */
+  // The counts below are null for a batch made before they were kept.
+  /** Rows written (built-in rows, records written or handed to a handler). */
+  written: number | null;
+  /** Source rows `map` skipped. */
   skipped: number | null;
-  invalid: number | null;
-  rejects: ImportReject[];
+  /** Invalid rows recorded in `checkpoint_import_rejects` (listed at `imports/rejects?batch=…`). */
+  invalid: number;
+  chunks: number | null;
+  startedAt: number | null;
+  /** Source rows per second over the import's life so far; null before the first chunk. */
+  rate: number | null;
+  /** Milliseconds left at that rate, where a total is known and the import is not done. */
+  etaMs: number | null;
 }
 
 export interface ImportsData {
@@ -43,7 +52,8 @@ export async function loadImports(ctx: PageContext, query: URLSearchParams): Pro
   const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
   const rows = await read(ctx, (query) =>
     query(
-      `SELECT ${q('id')}, ${q('digest')}, ${q('next_index')}, ${q('total_rows')}, ${q('updated_at')} FROM ${q('checkpoint_imports')}${where} ` +
+      `SELECT ${q('id')}, ${q('digest')}, ${q('next_index')}, ${q('total_rows')}, ${q('updated_at')}, ` +
+        `${q('written_rows')}, ${q('skipped_rows')}, ${q('chunks')}, ${q('started_at')} FROM ${q('checkpoint_imports')}${where} ` +
         `ORDER BY ${q('id')} LIMIT ?`,
       [...parameters, filters.limit + 1],
     ),
@@ -52,20 +62,33 @@ export async function loadImports(ctx: PageContext, query: URLSearchParams): Pro
   const items = page.items.map((row): ImportView => {
     const rows = toNumber(row.next_index);
     const total = toNullableNumber(row.total_rows);
+    const done = total !== null && rows >= total;
+    const startedAt = toNullableNumber(row.started_at);
+    const lastCommitAt = toNullableNumber(row.updated_at);
+    const elapsed = startedAt === null || lastCommitAt === null ? 0 : lastCommitAt - startedAt;
+    const rate = rows > 0 && elapsed > 0 ? (rows * 1000) / elapsed : null;
     return {
       batch: String(row.id),
       digest: String(row.digest),
       rows,
       total,
-      done: total !== null && rows >= total,
-      lastCommitAt: toNullableNumber(row.updated_at),
-      skipped: null,
-      invalid: null,
-      rejects: [],
+      done,
+      lastCommitAt,
+      written: toNullableNumber(row.written_rows),
+      skipped: toNullableNumber(row.skipped_rows),
+      invalid: 0,
+      chunks: toNullableNumber(row.chunks),
+      startedAt,
+      rate,
+      etaMs: done || total === null || rate === null ? null : ((total - rows) * 1000) / rate,
     };
   });
   await addImportRejects(ctx, items);
   return { page: 'imports', filters, items, next: page.next };
+}
+
+function count(n: number | null): string {
+  return n === null ? '—' : formatCount(n);
 }
 
 export function renderImports(data: ImportsData, view: View): Html {
@@ -75,25 +98,23 @@ export function renderImports(data: ImportsData, view: View): Html {
 <td>${item.done ? html`<span class="state state-done">done</span>` : html`<span class="state state-running">in progress</span>`}</td>
 <td class="num">${formatCount(item.rows)}${item.total !== null ? html` / ${formatCount(item.total)}` : ''}</td>
 <td>${progressBar(item.rows, item.total)}</td>
+<td class="num">${count(item.written)}</td>
+<td class="num">${count(item.chunks)}</td>
+<td class="num">${formatRate(item.rate)}</td>
+<td>${item.etaMs === null ? '—' : formatDuration(item.etaMs)}</td>
+<td class="num">${count(item.skipped)}</td>
+<td class="num">${item.invalid > 0 ? html`<a href="${href(view, 'imports/rejects', { batch: item.batch })}">${formatCount(item.invalid)}</a>` : '0'}</td>
 <td>${formatTime(item.lastCommitAt)}</td>
-<td class="num">${item.skipped === null ? '—' : formatCount(item.skipped)}</td>
-<td class="num">${item.invalid === null ? '—' : formatCount(item.invalid)}</td>
 <td><code title="${item.digest}">${item.digest.slice(0, 12)}</code></td>
-</tr>${
-      item.rejects.length > 0
-        ? html`<tr class="rejects"><td colspan="8"><details data-key="rejects:${item.batch}"><summary>${item.rejects.length} rejected rows</summary><ul>${item.rejects.map(
-            (reject) => html`<li>row ${reject.rowIndex}: ${reject.reason} <code>${reject.raw}</code></li>`,
-          )}</ul></details></td></tr>`
-        : ''
-    }`,
+</tr>`,
   );
   return layout(
     view,
     'Imports',
     html`${searchForm(view, {}, data.filters.q, 'Batch id contains…')}
 <table class="list">
-<thead><tr><th>Batch</th><th>State</th><th>Rows</th><th>Progress</th><th>Last commit</th><th>Skipped</th><th>Invalid</th><th>Digest</th></tr></thead>
-<tbody>${rows.length > 0 ? rows : html`<tr><td colspan="8" class="empty">No imports.</td></tr>`}</tbody>
+<thead><tr><th>Batch</th><th>State</th><th>Rows</th><th>Progress</th><th>Written</th><th>Chunks</th><th>Rate</th><th>ETA</th><th>Skipped</th><th>Invalid</th><th>Last commit</th><th>Digest</th></tr></thead>
+<tbody>${rows.length > 0 ? rows : html`<tr><td colspan="12" class="empty">No imports.</td></tr>`}</tbody>
 </table>
 ${pager(view, data.next)}`,
   );

@@ -5,12 +5,12 @@ import { traced } from '../core/telemetry';
 import { duplicateId } from './parse-rows';
 import {
   checkStorableId,
+  countedAdvance,
   type ImportRow,
   insertItemRange,
   insertItems,
   lockImport,
   storedIds,
-  updateImport,
   validateBatch,
 } from './import-store';
 import { type Row, rowFromObject } from './row';
@@ -74,7 +74,7 @@ export async function storeChunk(
     }
   }
   const next = start + rows.length;
-  await updateImport(tx, batch, { next_index: next });
+  await countedAdvance(tx, batch, next, { rows: rows.length, skipped: 0 });
   return next;
 }
 

@@ -24,6 +24,22 @@ export interface ImportRow {
   next_index: number | string;
   total_rows: number | string | null;
   updated_at: number | string | null;
+  /** Null for a batch made before these counts were kept. */
+  written_rows: number | string | null;
+  skipped_rows: number | string | null;
+  chunks: number | string | null;
+  started_at: number | string | null;
+}
+
+/** What one committed chunk adds to its batch's counts: rows written and rows `map` skipped. */
+export interface ChunkCounts {
+  rows: number;
+  skipped: number;
+}
+
+/** The counts of a batch that starts (again) from row 0. */
+export function freshCounts(now = Date.now()): Record<string, number> {
+  return { written_rows: 0, skipped_rows: 0, chunks: 0, started_at: now };
 }
 
 export function validateBatch(batch: unknown): asserts batch is string {
@@ -58,10 +74,12 @@ function sqlOf(tx: EntityManager) {
 /** Creates the import row unless it exists (never overwriting a concurrent creator's row). */
 export async function insertImport(tx: EntityManager, batch: string, digest: string, totalRows: number | null): Promise<void> {
   const dialect = sqlOf(tx);
+  const now = Date.now();
+  const counts = freshCounts(now);
   await run(
     tx,
-    dialect.insertIgnore(IMPORTS, ['id', 'digest', 'next_index', 'total_rows', 'updated_at'], ['id']),
-    [batch, digest, 0, totalRows, Date.now()],
+    dialect.insertIgnore(IMPORTS, ['id', 'digest', 'next_index', 'total_rows', 'updated_at', ...Object.keys(counts)], ['id']),
+    [batch, digest, 0, totalRows, now, ...Object.values(counts)],
     `creating import "${batch}"`,
   );
 }
@@ -104,8 +122,15 @@ export async function updateImport(tx: EntityManager, batch: string, values: Rec
  * statement that checks, writes and locks the row for the rest of the transaction. False when
  * the row is not in that state (the caller reads it to say why).
  */
-export async function advanceImport(tx: EntityManager, batch: string, digest: string, start: number, next: number): Promise<boolean> {
-  const { sql, parameters } = advanceStatement(tx, batch, digest, start, next);
+export async function advanceImport(
+  tx: EntityManager,
+  batch: string,
+  digest: string,
+  start: number,
+  next: number,
+  counts: ChunkCounts = { rows: next - start, skipped: 0 },
+): Promise<boolean> {
+  const { sql, parameters } = advanceStatement(tx, batch, digest, start, next, counts);
   try {
     const result = (await tx.queryRunner!.query(sql, parameters, true)) as QueryResult;
     return Number(result.affected ?? 0) > 0;
@@ -114,16 +139,37 @@ export async function advanceImport(tx: EntityManager, batch: string, digest: st
   }
 }
 
+/**
+ * The assignments that count a committed chunk, in the statement that moves its checkpoint (no
+ * extra round trip). NULL counts (a batch from before they were kept) stay NULL.
+ */
+function chunkCountAssignments(q: (column: string) => string): string {
+  return ['written_rows', 'skipped_rows'].map((column) => `${q(column)} = ${q(column)} + ?`).concat(`${q('chunks')} = ${q('chunks')} + 1`).join(', ');
+}
+
 /** The statement of `advanceImport`. */
-function advanceStatement(tx: EntityManager, batch: string, digest: string, start: number, next: number): BoundStatement {
+function advanceStatement(tx: EntityManager, batch: string, digest: string, start: number, next: number, counts: ChunkCounts): BoundStatement {
   const dialect = sqlOf(tx);
   const q = (column: string) => dialect.quote(column);
   return {
     sql: dialect.sql(
-      `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ? WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ?`,
+      `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} ` +
+        `WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ?`,
     ),
-    parameters: [next, Date.now(), batch, start, digest],
+    parameters: [next, Date.now(), counts.rows, counts.skipped, batch, start, digest],
   };
+}
+
+/** In `tx`, with the import locked at its checkpoint: moves it to `next` and counts the chunk. */
+export async function countedAdvance(tx: EntityManager, batch: string, next: number, counts: ChunkCounts): Promise<void> {
+  const dialect = sqlOf(tx);
+  const q = (column: string) => dialect.quote(column);
+  await run(
+    tx,
+    dialect.sql(`UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} WHERE ${q('id')} = ?`),
+    [next, Date.now(), counts.rows, counts.skipped, batch],
+    `updating import "${batch}"`,
+  );
 }
 
 /** The first fields of every row of `batch` in the built-in table, in COPY text form. */
@@ -144,8 +190,15 @@ export const UNKNOWN_PREPARED_STATEMENT = '26000';
  * row: in a pipeline that stops everything after it, COMMIT included, so rows never commit without
  * their checkpoint. PostgreSQL's SQL: the bulk path (`copyRows`) exists there only.
  */
-export function assertingAdvance(tx: EntityManager, batch: string, digest: string, start: number, next: number): BoundStatement {
-  const { sql, parameters } = advanceStatement(tx, batch, digest, start, next);
+export function assertingAdvance(
+  tx: EntityManager,
+  batch: string,
+  digest: string,
+  start: number,
+  next: number,
+  counts: ChunkCounts = { rows: next - start, skipped: 0 },
+): BoundStatement {
+  const { sql, parameters } = advanceStatement(tx, batch, digest, start, next, counts);
   return { sql: `WITH advanced AS (${sql} RETURNING 1) SELECT 1 / COUNT(*) FROM advanced`, parameters, prepare: true };
 }
 

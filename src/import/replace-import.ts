@@ -1,5 +1,5 @@
 import { type Db, transact } from '../core/transaction';
-import { deleteItems, insertImport, lockImport, updateImport, validateBatch, validateDigest } from './import-store';
+import { deleteItems, freshCounts, insertImport, lockImport, updateImport, validateBatch, validateDigest } from './import-store';
 import { deleteRejects } from './records/write-records';
 
 /**
@@ -15,6 +15,6 @@ export async function replaceImport(db: Db, batch: string, digest: string): Prom
     await lockImport(tx, batch);
     await deleteItems(tx, batch);
     await deleteRejects(tx, batch);
-    await updateImport(tx, batch, { digest, next_index: 0, total_rows: null });
+    await updateImport(tx, batch, { digest, next_index: 0, total_rows: null, ...freshCounts() });
   });
 }

@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { DataSource } from 'typeorm';
-import { CheckpointManager, eachBatch, eachPartition, importAll, listPartitions, type PartitionInfo, sqlSource, step } from '../../src';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type DataSource, Table } from 'typeorm';
+import { CheckpointManager, eachBatch, eachPartition, importAll, importFile, listPartitions, type PartitionInfo, sqlSource, step } from '../../src';
 import { sql } from './database';
 
 /** Names and messages that would run or break the page if they were not escaped. */
@@ -14,6 +17,22 @@ export const HOSTILE = {
   error: `<img src=x onerror=window.__pwned=7> failed: "bad" row & more`,
   partitioned: `partitioned <i>job</i> "p" & <script>window.__pwned=8</script>`,
   rangeError: `range <b>broke</b> at row 250: "quoted" & <img src=x onerror=window.__pwned=9>`,
+  records: `records <b onmouseover=window.__pwned=10>"prices"</b>`,
+  reject: `<script>window.__pwned=11</script>`,
+};
+
+/**
+ * The records import of the state: 6 source rows in chunks of 2 into a table, `map` skipping one,
+ * two invalid rows (one with hostile source text) recorded as rejects.
+ */
+export const RECORDS = {
+  csv: ['code,qty', 'a,1', `${HOSTILE.reject},many`, 'skip-me,2', 'b,3', 'c,x', 'd,4'].join('\n') + '\n',
+  size: 2,
+  total: 6,
+  written: 3,
+  skipped: 1,
+  invalid: [1, 4],
+  chunks: 3,
 };
 
 export interface DashboardState {
@@ -21,11 +40,46 @@ export interface DashboardState {
   pendingUrl: string;
 }
 
-/** Makes one of everything through the library's API: a done batch job, a step, an import, a dead letter, a pending file. */
+/** Imports `RECORDS.csv` into a new table `dashboard_stock` with invalid rows skipped. */
+async function importRecords(db: DataSource): Promise<void> {
+  const runner = db.createQueryRunner();
+  try {
+    await runner.createTable(
+      new Table({
+        name: 'dashboard_stock',
+        columns: [
+          { name: 'code', type: 'varchar', length: '40', isPrimary: true },
+          { name: 'qty', type: 'integer' },
+        ],
+      }),
+    );
+  } finally {
+    await runner.release();
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'dashboard-state-'));
+  try {
+    const file = join(dir, 'stock.csv');
+    writeFileSync(file, RECORDS.csv);
+    await importFile(db, HOSTILE.records, file, {
+      into: 'dashboard_stock',
+      invalid: 'skip',
+      size: RECORDS.size,
+      map: (record) => (record.code === 'skip-me' ? null : record),
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Makes one of everything through the library's API: a done batch job, a step, a lab-shape import,
+ * a records import with skipped and invalid rows, a dead letter, a pending file.
+ */
 export async function makeState(db: DataSource): Promise<DashboardState> {
   await eachBatch(db, HOSTILE.job, (cursor) => ({ items: cursor === null ? [1, 2, 3] : [], next: cursor === null ? 3 : null }), 10, () => undefined);
   await step(db, HOSTILE.step, () => HOSTILE.stepValue);
   await importAll(db, HOSTILE.import, '[{"id":"a","value":1},{"id":"b","value":2}]');
+  await importRecords(db);
   const manager = new CheckpointManager(db, { maxRetries: 0 });
   const pendingUrl = 's3://bucket/pending.csv';
   await manager.register([

@@ -2,6 +2,7 @@ import type { EntityManager, EntityTarget, QueryRunner } from 'typeorm';
 import { isRetryable } from '../../core/database-errors';
 import { DatabaseError, FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
 import { progressSince, type Progress } from '../../core/progress';
+import { traced } from '../../core/telemetry';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
 import { type BoundStatement, dialectOf, type RecordConflict } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
@@ -313,7 +314,13 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   let duplicate = 0;
   const commit = async (taken: Chunk) => {
     const last = taken.start + taken.count >= total;
-    const outcome = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous, held);
+    // The same span and metrics as a chunk of the lab shape; rows `map` skipped and invalid rows as attributes.
+    const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
+      const committed = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous, held);
+      if (committed.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
+      span.committed(committed.advanced ? taken.rows.length : 0, committed.advanced);
+      return committed;
+    });
     result.nextIndex = outcome.next;
     if (!outcome.advanced) return;
     result.rows += taken.rows.length;
@@ -430,7 +437,7 @@ async function commitChunk(
   try {
     return await transact(plan.db, async (tx) => {
       // The usual case in one statement: the checkpoint is at `start`, so advance it (and hold its lock).
-      if (!(await advanceImport(tx, batch, digest, start, start + count))) {
+      if (!(await advanceImport(tx, batch, digest, start, start + count, { rows: rows.length, skipped: chunk.skipped.length }))) {
         const stored = await lockImport(tx, batch);
         if (stored === undefined) throw cursorMismatch(batch, stored, start);
         if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);

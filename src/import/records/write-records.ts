@@ -129,13 +129,15 @@ export async function copyChunkTransaction(
   const text = new CopyText();
   for (const row of rows) copyRow(text, row.values, columns);
   const copied = text.take();
+  // Every source row of the chunk is written, rejected or skipped by `map`.
+  const counts = { rows: rows.length, skipped: count - rows.length - rejects.length };
   const rejected: BoundStatement[] = statementsOf(rejects, REJECT_COLUMNS.length).map((part) => ({
     sql: dialect.insertRecords({ name: REJECTS }, REJECT_COLUMNS, part.length),
     parameters: part.flatMap((reject) => [batch, reject.index, reject.reason, rawText(reject.raw, dialect.storable.textHoldsNul)]),
   }));
   for (let attempt = 1; ; attempt++) {
     try {
-      const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count), ...rejected];
+      const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
       await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, { before, after: [COMMIT] });
       return true;
     } catch (error) {

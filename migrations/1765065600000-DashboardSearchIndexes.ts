@@ -11,8 +11,8 @@ const URL_TRIGRAMS = 'IDX_file_checkpoints_file_url_trgm';
  * database user may not create it, that index is left out and the search reads the table.
  * Safe to run twice.
  */
-export class DashboardSearchIndexes1764979200000 implements MigrationInterface {
-  name = 'DashboardSearchIndexes1764979200000';
+export class DashboardSearchIndexes1765065600000 implements MigrationInterface {
+  name = 'DashboardSearchIndexes1765065600000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
     const table = await queryRunner.getTable('checkpoint_partitions');
