@@ -289,6 +289,8 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     const total = state.ranges.reduce((sum, range) => sum + range.items, 0);
     expect(total).to.be.greaterThan(0).and.lessThan(400);
     expect(job.items).to.equal(total);
+    // Only the dead range is left, and it waits for a retry: no ETA.
+    expect(job.etaMs).to.equal(null);
     expect(job.partitions!.ranges.find((range) => range.index === state.dead.index)!.error).to.equal(HOSTILE.rangeError);
     // Only the partitioned job has a dead range; the "dead" tab lists it, "stalled" (batch jobs) does not.
     expect((await json<JobsData>(`${base}/api/jobs?state=dead`)).items.map((item) => item.name)).to.deep.equal([state.job]);

@@ -26,7 +26,7 @@ export interface JobView {
   finishedAt: number | null;
   /** Items per second over the job's life so far; null before the first batch. */
   rate: number | null;
-  /** Partitioned jobs: the time left at the pace ranges have finished so far (null before the first one). */
+  /** Partitioned jobs: the time left at the pace ranges have finished so far (null before the first one, or with none pending or running). */
   etaMs: number | null;
   /** The stored cursor as JSON text, cut at 200 characters (batch jobs). */
   cursor: string | null;
@@ -109,7 +109,8 @@ export async function loadJobs(ctx: PageContext, query: URLSearchParams): Promis
       lastCommitAt,
       finishedAt,
       rate: items > 0 && elapsed > 0 ? (items * 1000) / elapsed : null,
-      etaMs: ranges && !done && ranges.counts.done > 0 && elapsed > 0 ? Math.round((elapsed / ranges.counts.done) * open) : null,
+      // None while nothing is left to run: dead ranges wait for a retry, not for time.
+      etaMs: ranges && !done && open > 0 && ranges.counts.done > 0 && elapsed > 0 ? Math.round((elapsed / ranges.counts.done) * open) : null,
       cursor: cursor !== null && cursor.length > CURSOR_CHARS ? cursor.slice(0, CURSOR_CHARS) : cursor,
       cursorTruncated: cursor !== null && cursor.length > CURSOR_CHARS,
       partitions: ranges,
