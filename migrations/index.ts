@@ -4,6 +4,7 @@ import { ImportRejects1764633600000 } from './1764633600000-ImportRejects';
 import { LongFileUrls1764720000000 } from './1764720000000-LongFileUrls';
 import { CheckpointPartitions1764806400000 } from './1764806400000-CheckpointPartitions';
 import { DashboardIndexes1764892800000 } from './1764892800000-DashboardIndexes';
+import { ClaimOrderIndex1764979200000 } from './1764979200000-ClaimOrderIndex';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -13,4 +14,5 @@ export const checkpointMigrations = [
   LongFileUrls1764720000000,
   CheckpointPartitions1764806400000,
   DashboardIndexes1764892800000,
+  ClaimOrderIndex1764979200000,
 ];

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
-import type { FileCheckpoint, FileStatus } from '../../entities/FileCheckpoint';
+import { claimableIndexPredicate, type FileCheckpoint, type FileStatus } from '../../entities/FileCheckpoint';
 import { ownStatementError } from '../core/database-errors';
 import { type Dialect, dialectOf, type Executed } from '../dialect';
 import { CheckpointError, DatabaseError, StoreUnavailableError } from '../core/errors';
@@ -113,6 +113,19 @@ export class DatabaseClaimStore implements ClaimStore {
 
   private claimable(now: string): string {
     return claimableCondition((column) => this.existing(column), now);
+  }
+
+  /** Oldest first, in IDX_file_checkpoints_claim_order's order, so a claim reads `limit` index entries, not the whole queue. */
+  private claimOrder(): string {
+    return `${this.dialect.quote('created_at')}, ${this.dialect.quote('url_hash')}`;
+  }
+
+  /**
+   * claimNext's condition: the claim order index's predicate (implied by the claimable condition,
+   * repeated so every planner sees the partial index applies), then the claimable condition.
+   */
+  private pickable(now: string): string {
+    return `(${claimableIndexPredicate((column) => this.existing(column))}) AND ${this.claimable(now)}`;
   }
 
   private claimAssignments(worker: string, startedAt: string, leaseExpiresAt: string): [string, string][] {
@@ -286,10 +299,10 @@ export class DatabaseClaimStore implements ClaimStore {
           .map(([column, value]) => `${q(column)} = ${value}`)
           .join(', ');
         return this.sql(
-          `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
-            `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
+          `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
+            `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
             `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('url_hash')} = picked.${q('url_hash')} ` +
-            `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${q('created_at')}, ${q('file_url')}`,
+            `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${this.claimOrder()}`,
         );
       };
       const parameters = [now, ...(fileType === undefined ? [] : [fileType]), limit, claimant.workerId, now, now + claimant.leaseMs];
@@ -308,8 +321,8 @@ export class DatabaseClaimStore implements ClaimStore {
         const picked = await run<{ url_hash: string }[]>(
           tx,
           this.sql(
-            `SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
-              `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}`,
+            `SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
+              `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}`,
           ),
           fileType === undefined ? [now, limit] : [now, fileType, limit],
           'picking the next files',
