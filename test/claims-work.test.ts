@@ -107,6 +107,40 @@ describe(`manager.work() (${DRIVER})`, function () {
     expect(row).to.include({ status: 'completed', claimToken: 1, retryCount: 0 });
   });
 
+  // SQLite: the running file's transaction holds the write lock, so no heartbeat runs meanwhile.
+  if (DRIVER !== 'sqlite') {
+    it('one heartbeat statement renews every held file; a waiting file whose claim was taken over is dropped unstarted', async () => {
+      const leaseMs = 300;
+      const manager = new CheckpointManager(ds, { leaseMs });
+      await manager.register(files('beat', 3));
+      const started: string[] = [];
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const worker = manager.work(
+        async (file, tx) => {
+          started.push(file.fileUrl);
+          if (started.length === 1) await released;
+          await tx!.query(insert, [file.fileUrl, file.claimToken]);
+          return STATS;
+        },
+        { fileType: 'beat', batchSize: 3, drain: true },
+      );
+      await until(async () => started.length === 1);
+      const [taken, kept] = files('beat', 3).filter((file) => file.fileUrl !== started[0]).map((file) => file.fileUrl);
+      // A takeover moves the token on, as another worker's claim after an expired lease would.
+      await ds.query(sql('UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ?'), [taken]);
+      const lease = async () => Number((await manager.get(kept))!.leaseExpiresAt!.getTime());
+      const before = await lease();
+      // A heartbeat after the takeover: the kept file's lease moves on in the same statement that finds the taken one gone.
+      await until(async () => (await lease()) > before);
+      release();
+      expect(await worker.done).to.include({ processed: 2, failed: 0, claimLost: 0 });
+      expect(started).to.deep.equal([started[0], kept]);
+      expect(await manager.get(taken)).to.include({ status: 'processing', claimToken: 2 });
+      expect(await manager.get(kept)).to.include({ status: 'completed' });
+    });
+  }
+
   it('stop() during a run finishes the file in flight and gives the unstarted ones back without an attempt', async () => {
     const manager = new CheckpointManager(ds);
     const queued = files('stop', 8);

@@ -517,6 +517,50 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
+  async heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<Set<string>> {
+    const q = (column: string) => this.dialect.quote(column);
+    const what = `extending the leases of ${files.length} files`;
+    const returning = this.dialect.supportsReturning;
+    // One fenced UPDATE per chunk: with RETURNING it tells which claims are held; elsewhere a read in
+    // the same transaction does (a kept row has this lease and the presented token).
+    const extend = (tx: EntityManager, chunk: HeldClaim[]) => {
+      const build = () =>
+        this.sql(
+          `UPDATE ${this.table} SET ${q('lease_expires_at')} = ? WHERE ${this.fencedAll(chunk.length)}` +
+            (returning ? ` RETURNING ${q('file_url')}, ${q('claim_token')}` : ''),
+        );
+      const parameters = [leaseExpiresAt, ...chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token])];
+      return this.execute<{ file_url: string; claim_token: number | string }>(tx, `heartbeatAll:${chunk.length}`, build, parameters, what);
+    };
+    const held = (chunk: HeldClaim[], rows: { file_url: string; claim_token: number | string }[], kept: Set<string>) => {
+      const tokens = new Map(rows.map((row) => [row.file_url, Number(row.claim_token)]));
+      for (const file of chunk) if (tokens.get(file.fileUrl) === file.token) kept.add(file.fileUrl);
+    };
+    return this.guard(what, () =>
+      (returning ? autocommit : transact)(this.db, async (tx) => {
+        const kept = new Set<string>();
+        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+          const { rows } = await extend(tx, chunk);
+          if (returning) {
+            held(chunk, rows, kept);
+            continue;
+          }
+          const read = await run<{ file_url: string; claim_token: number | string }[]>(
+            tx,
+            this.sql(
+              `SELECT ${q('file_url')}, ${q('claim_token')} FROM ${this.table} WHERE ${q('lease_expires_at')} = ? AND ${this.fencedAll(chunk.length)}`,
+            ),
+            [leaseExpiresAt, ...chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token])],
+            what,
+          );
+          held(chunk, read, kept);
+        }
+        return kept;
+      }),
+    );
+  }
+
   async isCompleted(fileUrl: string): Promise<boolean> {
     return this.guard(`reading "${fileUrl}"`, () =>
       transact(this.db, async (tx) => (await this.readRow(tx, fileUrl))?.status === 'completed'),
