@@ -578,14 +578,35 @@ export class DatabaseClaimStore implements ClaimStore {
   }
 
   async register(files: FileRef[], maxRetries: number, now: number): Promise<number> {
+    const rowsOf = (chunk: FileRef[]) =>
+      chunk.flatMap((file) => [
+        urlHash(file.fileUrl), file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
+      ]);
+    const wakeups = this.dialect.wakeups;
+    if (wakeups && files.length <= ROWS_PER_STATEMENT) {
+      // One statement, inserting and notifying, with no transaction of its own: one round trip
+      // instead of four, which is most of the wake-up latency of an idle worker.
+      const d = this.dialect;
+      const build = () =>
+        wakeups.insertNotifying(
+          d.insertIgnoreRows(TABLE, REGISTER_COLUMNS, ['url_hash'], files.length),
+          d.placeholder(REGISTER_COLUMNS.length * files.length + 1),
+        );
+      return this.guard('registering files', () =>
+        autocommit(this.db, async (tx) => {
+          const { rows } = await this.execute<{ inserted: number | string }>(
+            tx, `register:${files.length}`, build, [...rowsOf(files), WAKE_CHANNEL], 'registering files',
+          );
+          return Number(rows[0].inserted);
+        }),
+      );
+    }
     return this.guard('registering files', () =>
       transact(this.db, async (tx) => {
         let inserted = 0;
         for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
           const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
-          const parameters = chunk.flatMap((file) => [
-            urlHash(file.fileUrl), file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
-          ]);
+          const parameters = rowsOf(chunk);
           try {
             inserted += await this.dialect.insertMissingRows(tx.queryRunner!, TABLE, REGISTER_COLUMNS, ['url_hash'], parameters, chunk.length);
           } catch (error) {

@@ -182,6 +182,11 @@ export interface Dialect {
    */
   readonly wakeups?: {
     readonly notify: string;
+    /**
+     * `insert` (an INSERT without RETURNING) as one statement that also notifies `channel` (a
+     * placeholder) when it inserted a row; its one row's `inserted` counts them. No transaction needed.
+     */
+    insertNotifying(insert: string, channel: string): string;
     listen(dataSource: DataSource, channel: string, wake: () => void, onError: (error: unknown) => void): { close(): Promise<void> };
   };
   /**
