@@ -270,6 +270,23 @@ describe(`manager.work() (${DRIVER})`, function () {
   });
 
   if (DRIVER === 'postgres') {
+    it("a claim's unflushed commit stays the claim's: neither the pooled connection nor a caller's transaction keeps synchronous_commit off", async () => {
+      const single = await database.open({ extra: { max: 1 } });
+      try {
+        const manager = new CheckpointManager(single);
+        await manager.register(files('unflushed', 2));
+        const setting = async (db: { query(sql: string): Promise<{ synchronous_commit: string }[]> }) => (await db.query('SHOW synchronous_commit'))[0].synchronous_commit;
+        expect(await manager.claimNext(1, { fileType: 'unflushed' })).to.have.length(1);
+        expect(await setting(single)).to.equal('on');
+        await single.transaction(async (tx) => {
+          expect(await new CheckpointManager(tx).claimNext(1, { fileType: 'unflushed' })).to.have.length(1);
+          expect(await setting(tx)).to.equal('on');
+        });
+      } finally {
+        await single.destroy();
+      }
+    });
+
     // The observer has a connection of its own: the worker's pooled ones would overwrite the
     // statement text pg_stat_activity shows for them.
     let observer: DataSource;

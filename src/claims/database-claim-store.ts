@@ -5,7 +5,7 @@ import { ownStatementError } from '../core/database-errors';
 import { type Dialect, dialectOf, type Executed } from '../dialect';
 import { CheckpointError, DatabaseError, StoreUnavailableError } from '../core/errors';
 import { run } from '../core/run-statement';
-import { autocommit, type Db, dataSourceOf, transact } from '../core/transaction';
+import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
 import {
   type Claimant,
   claimLost,
@@ -293,6 +293,11 @@ export class DatabaseClaimStore implements ClaimStore {
     const q = (column: string) => this.dialect.quote(column);
     const byType = fileType === undefined ? '' : ` AND ${this.existing('file_type')} = ?`;
     if (this.dialect.supportsReturning) {
+      // A claim's commit need not wait for its WAL flush: a crash can lose it only together with
+      // everything after it (a completion's synchronous commit flushes the claim first), and a lost
+      // claim leaves the file to run again, its attempt uncounted. Not in a caller's transaction,
+      // whose own commit must stay as durable as the caller made it.
+      const unflushed = this.dialect.asynchronousCommitExpression !== undefined && !joinsTransaction(this.db);
       // One statement, no transaction of its own: pick (SKIP LOCKED), claim and return the rows.
       const build = () => {
         const assignments = this.claimAssignments('?', '?', '?')
@@ -302,11 +307,13 @@ export class DatabaseClaimStore implements ClaimStore {
           `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
             `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
             `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('url_hash')} = picked.${q('url_hash')} ` +
-            `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${this.claimOrder()}`,
+            `RETURNING ${this.table}.*) SELECT claimed.* FROM claimed` +
+            (unflushed ? `, (SELECT ${this.dialect.asynchronousCommitExpression}) AS ${q('unflushed')}` : '') +
+            ` ORDER BY ${this.claimOrder()}`,
         );
       };
       const parameters = [now, ...(fileType === undefined ? [] : [fileType]), limit, claimant.workerId, now, now + claimant.leaseMs];
-      const key = fileType === undefined ? 'claimNext' : 'claimNext of type';
+      const key = `claimNext${fileType === undefined ? '' : ' of type'}${unflushed ? ', unflushed' : ''}`;
       return this.guard('claiming the next files', () =>
         autocommit(this.db, async (tx) =>
           (await this.execute(tx, key, build, parameters, 'claiming the next files')).rows.map(toFileCheckpoint),

@@ -109,6 +109,7 @@ export const postgres: Dialect = {
   supportsReturning: true,
   copyRows: copyFromStdin,
   asynchronousCommit: 'SET LOCAL synchronous_commit = off',
+  asynchronousCommitExpression: "set_config('synchronous_commit', 'off', true)",
   insertIgnoreRows(table, columns, conflictColumns, rows) {
     return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
   },
