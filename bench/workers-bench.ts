@@ -70,42 +70,27 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
       pools.push(pool);
       return pool;
     };
-    /** Median rate of the timed rounds of `script` workers, run alone. */
-    const goRounds = async (label: string, script: string, args: (w: number) => string[], prepare: () => Promise<void>) => {
-      const pool = await startPool(label, script, args);
-      const rates: number[] = [];
-      for (let round = 0; round < rounds; round++) {
-        const rate = await goRound(label, pool, prepare);
-        if (round >= options.warmups) rates.push(rate);
-      }
-      await pool.close();
-      return median(rates);
-    };
-
-    // The library's three loops run their rounds in turn, so load that drifts during the run
-    // (a shared machine) weighs on each alike.
-    const modes = ['work', 'work-chunk', 'hand-loop'];
-    const libraryPools = [];
-    for (const mode of modes) libraryPools.push(await startPool(mode, 'bench/workers/work-worker.ts', (w) => [mode, database.url, String(w)]));
-    const libraryRates: number[][] = modes.map(() => []);
-    for (let round = 0; round < rounds; round++) {
-      for (const [m, mode] of modes.entries()) {
-        const rate = await goRound(mode, libraryPools[m], prepareLibrary);
-        if (round >= options.warmups) libraryRates[m].push(rate);
-      }
-    }
-    for (const pool of libraryPools) await pool.close();
-    const [workDefault, workChunk, handLoop] = libraryRates.map(median);
-
     // graphile-worker: continuous workers; a round starts when its jobs are committed.
     log('  graphile-worker: migrating…');
     await runMigrations({ connectionString: database.url, logger: undefined });
     const utils = await makeWorkerUtils({ connectionString: database.url });
+    log('  pg-boss: migrating…');
+    const boss = new PgBoss({ connectionString: database.url, supervise: false, schedule: false });
+    boss.on('error', (error) => log(String(error)));
+    await boss.start();
+    await boss.createQueue('bench');
+
+    // Every pool is started first and the five loops run their rounds in turn, so load that drifts
+    // during the run (a shared machine) weighs on the library and the baselines alike.
+    const modes = ['work', 'work-chunk', 'hand-loop'];
+    const libraryPools = [];
+    for (const mode of modes) libraryPools.push(await startPool(mode, 'bench/workers/work-worker.ts', (w) => [mode, database.url, String(w)]));
     log(`  graphile-worker (task inserts the row): starting ${workers} workers…`);
     const graphilePool = await workerPool('bench/workers/graphile-insert-worker.ts', (w) => [database.url, String(w)], workers, true);
     pools.push(graphilePool);
-    const graphileRates: number[] = [];
-    for (let round = 0; round < rounds; round++) {
+    const bossPool = await startPool('pg-boss batch 10', 'bench/workers/pg-boss-insert-worker.ts', (w) => [database.url, String(w)]);
+
+    const graphileRound = async () => {
       await dataSource.query('TRUNCATE bench_rows');
       const marks = graphilePool.children.map((child) => child.lines.length);
       await utils.addJobs(Array.from({ length: files }, (_, i) => ({ identifier: 'bench', payload: { i } })));
@@ -115,23 +100,36 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
       const rate = files / ((performance.now() - started) / 1000);
       checkExactlyOnce('graphile-worker', graphilePool.children.flatMap((child, w) => okIndexes(child.lines, marks[w])), files);
       await checkRows('graphile-worker');
-      if (round >= options.warmups) graphileRates.push(rate);
-    }
-    await graphilePool.close();
-    await utils.release();
-    const graphile = median(graphileRates);
-
-    // pg-boss 10, batch 10: one timed round after the warm-up (it fetches slowly from a large queue).
-    log('  pg-boss: migrating…');
-    const boss = new PgBoss({ connectionString: database.url, supervise: false, schedule: false });
-    boss.on('error', (error) => log(String(error)));
-    await boss.start();
-    await boss.createQueue('bench');
-    const pgBoss = await goRounds('pg-boss batch 10', 'bench/workers/pg-boss-insert-worker.ts', (w) => [database.url, String(w)], async () => {
+      return rate;
+    };
+    const prepareBoss = async () => {
       await dataSource.query('TRUNCATE bench_rows');
       await boss.insert(Array.from({ length: files }, (_, i) => ({ name: 'bench', data: { i } })));
-    });
+    };
+    const libraryRates: number[][] = modes.map(() => []);
+    const graphileRates: number[] = [];
+    const bossRates: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const measured = round >= options.warmups;
+      const rates: number[] = [];
+      for (const [m, mode] of modes.entries()) {
+        rates.push(await goRound(mode, libraryPools[m], prepareLibrary));
+        if (measured) libraryRates[m].push(rates[m]);
+      }
+      rates.push(await graphileRound(), await goRound('pg-boss batch 10', bossPool, prepareBoss));
+      if (measured) {
+        graphileRates.push(rates[3]);
+        bossRates.push(rates[4]);
+      }
+      const names = [...modes, 'graphile-worker', 'pg-boss'];
+      log(`  round ${round + 1}/${rounds}${measured ? '' : ' (warm-up)'}: ${names.map((name, i) => `${name} ${Math.round(rates[i])}`).join(', ')} files/s`);
+    }
+    for (const pool of [...libraryPools, graphilePool, bossPool]) await pool.close();
+    await utils.release();
     await boss.stop({ graceful: false, wait: true });
+    const [workDefault, workChunk, handLoop] = libraryRates.map(median);
+    const graphile = median(graphileRates);
+    const pgBoss = median(bossRates);
 
     // Wake-up latency: one idle worker (pollMs 5000), files registered one at a time.
     log(`  wake-up latency, ${options.wakeups} samples…`);

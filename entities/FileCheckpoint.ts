@@ -9,8 +9,17 @@ export type FileStatus = 'pending' | 'processing' | 'completed' | 'failed';
  * One file of a multi-worker queue, identified by its URL (never a local path). Times are stored as
  * epoch milliseconds; `claimToken` fences stale workers, `leaseExpiresAt` frees crashed ones.
  */
+/**
+ * The rows a claim may pick: pending, or failed/processing with retries left (claimNext's condition
+ * implies it, and repeats it word for word so SQLite's planner sees the partial index applies).
+ */
+export function claimableIndexPredicate(quote: (column: string) => string = (column) => `"${column}"`): string {
+  return `${quote('status')} = 'pending' OR (${quote('status')} IN ('failed', 'processing') AND ${quote('retry_count')} < ${quote('max_retries')})`;
+}
+
 @Entity('file_checkpoints')
 @Index('IDX_file_checkpoints_status', ['status'])
+@Index('IDX_file_checkpoints_claim_order', ['createdAt', 'urlHash'], { where: claimableIndexPredicate() })
 @Index('IDX_file_checkpoints_completed_at', ['completedAt'])
 // PostgreSQL with pg_trgm only (a GIN index the migration makes where it can): never synchronised.
 @Index('IDX_file_checkpoints_file_url_trgm', { synchronize: false })

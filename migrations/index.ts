@@ -6,6 +6,7 @@ import { CheckpointPartitions1764806400000 } from './1764806400000-CheckpointPar
 import { DashboardIndexes1764892800000 } from './1764892800000-DashboardIndexes';
 import { ImportProgress1764979200000 } from './1764979200000-ImportProgress';
 import { DashboardSearchIndexes1765065600000 } from './1765065600000-DashboardSearchIndexes';
+import { ClaimOrderIndex1765152000000 } from './1765152000000-ClaimOrderIndex';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -17,4 +18,5 @@ export const checkpointMigrations = [
   DashboardIndexes1764892800000,
   ImportProgress1764979200000,
   DashboardSearchIndexes1765065600000,
+  ClaimOrderIndex1765152000000,
 ];

@@ -4,6 +4,7 @@ import { CheckpointError, CheckpointManager } from '../src';
 import { FileCheckpoints1764547200000 } from '../migrations/1764547200000-FileCheckpoints';
 import { LongFileUrls1764720000000 } from '../migrations/1764720000000-LongFileUrls';
 import { DashboardIndexes1764892800000 } from '../migrations/1764892800000-DashboardIndexes';
+import { ClaimOrderIndex1765152000000 } from '../migrations/1765152000000-ClaimOrderIndex';
 import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
 
 const FUNCTIONS = [
@@ -52,15 +53,18 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     // The file_checkpoints migrations in order: the table, then its upgrade to long URLs.
     const created = new FileCheckpoints1764547200000();
     const upgraded = new LongFileUrls1764720000000();
-    // The later migration that indexes file_checkpoints for the dashboard runs after these two.
+    // The later migrations that index file_checkpoints (the dashboard's, the claim order) run after these two.
     const indexed = new DashboardIndexes1764892800000();
+    const ordered = new ClaimOrderIndex1765152000000();
     const migration = {
       up: async (runner: QueryRunner) => {
         await created.up(runner);
         await upgraded.up(runner);
         await indexed.up(runner);
+        await ordered.up(runner);
       },
       down: async (runner: QueryRunner) => {
+        await ordered.down(runner);
         await indexed.down(runner);
         await upgraded.down(runner);
         await created.down(runner);
@@ -101,7 +105,9 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
       );
       await upgraded.up(runner);
       await upgraded.up(runner);
-      await new DashboardIndexes1764892800000().up(runner); // the migration after it, as migration:run would
+      // The migrations after it, as migration:run would.
+      await new DashboardIndexes1764892800000().up(runner);
+      await new ClaimOrderIndex1765152000000().up(runner);
       expect(await fileCheckpointDiff(ds)).to.deep.equal([]);
       const kept = (await manager.get('old/é.csv'))!;
       expect(kept).to.include({ status: 'pending', fileType: 't' });

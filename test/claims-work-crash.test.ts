@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { DataSource } from 'typeorm';
 import { CheckpointManager } from '../src';
 import { type Child, kill, startChild } from './support/child';
-import { count, createTestDatabase, DRIVER, type TestDatabase } from './support/database';
+import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
 import { failsAttempt } from './fixtures/work-failures';
 
 const WORKER = 'test/fixtures/claims-work-worker.ts';
@@ -40,6 +40,13 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
       fileTimestamp: new Date(1_700_000_000_000 + i),
     }));
     expect(await parent.register(files)).to.equal(FILES);
+    // The files failing every attempt go first (claims take the oldest first; files registered
+    // together come in no particular order), so some use their attempts up before the first kill.
+    const alwaysFailing = files.filter((file) => Array.from({ length: MAX_RETRIES + 1 }, (_, r) => failsAttempt(file.fileUrl, r)).every(Boolean));
+    await ds.query(
+      sql(`UPDATE file_checkpoints SET created_at = created_at - 1 WHERE file_url IN (${alwaysFailing.map(() => '?').join(', ')})`),
+      alwaysFailing.map((file) => file.fileUrl),
+    );
 
     let started = 0;
     const launch = () => startChild(WORKER, [database.url, `w${started++}`, String(CONCURRENCY), String(LEASE_MS), String(MAX_RETRIES)]);

@@ -107,6 +107,40 @@ describe(`manager.work() (${DRIVER})`, function () {
     expect(row).to.include({ status: 'completed', claimToken: 1, retryCount: 0 });
   });
 
+  // SQLite: the running file's transaction holds the write lock, so no heartbeat runs meanwhile.
+  if (DRIVER !== 'sqlite') {
+    it('one heartbeat statement renews every held file; a waiting file whose claim was taken over is dropped unstarted', async () => {
+      const leaseMs = 300;
+      const manager = new CheckpointManager(ds, { leaseMs });
+      await manager.register(files('beat', 3));
+      const started: string[] = [];
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const worker = manager.work(
+        async (file, tx) => {
+          started.push(file.fileUrl);
+          if (started.length === 1) await released;
+          await tx!.query(insert, [file.fileUrl, file.claimToken]);
+          return STATS;
+        },
+        { fileType: 'beat', batchSize: 3, drain: true },
+      );
+      await until(async () => started.length === 1);
+      const [taken, kept] = files('beat', 3).filter((file) => file.fileUrl !== started[0]).map((file) => file.fileUrl);
+      // A takeover moves the token on, as another worker's claim after an expired lease would.
+      await ds.query(sql('UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ?'), [taken]);
+      const lease = async () => Number((await manager.get(kept))!.leaseExpiresAt!.getTime());
+      const before = await lease();
+      // A heartbeat after the takeover: the kept file's lease moves on in the same statement that finds the taken one gone.
+      await until(async () => (await lease()) > before);
+      release();
+      expect(await worker.done).to.include({ processed: 2, failed: 0, claimLost: 0 });
+      expect(started).to.deep.equal([started[0], kept]);
+      expect(await manager.get(taken)).to.include({ status: 'processing', claimToken: 2 });
+      expect(await manager.get(kept)).to.include({ status: 'completed' });
+    });
+  }
+
   it('stop() during a run finishes the file in flight and gives the unstarted ones back without an attempt', async () => {
     const manager = new CheckpointManager(ds);
     const queued = files('stop', 8);
@@ -126,9 +160,12 @@ describe(`manager.work() (${DRIVER})`, function () {
     const summary = await worker.done;
     expect(await stopped).to.deep.equal(summary);
     expect(summary).to.include({ processed: 1, failed: 0, claimLost: 0 });
-    expect(started).to.deep.equal([queued[0].fileUrl]);
-    expect((await manager.get(queued[0].fileUrl))!.status).to.equal('completed');
-    for (const file of queued.slice(1)) {
+    // Files registered together are claimed in no particular order (the claim order index's tie-break is the URL's hash).
+    expect(started).to.have.length(1);
+    expect((await manager.get(started[0]))!.status).to.equal('completed');
+    const unstarted = queued.filter((file) => file.fileUrl !== started[0]);
+    expect(unstarted).to.have.length(7);
+    for (const file of unstarted) {
       const row = (await manager.get(file.fileUrl))!;
       // Pending again, no attempt counted, and the claim's token (1) fenced off.
       expect(row).to.include({ status: 'pending', retryCount: 0, claimToken: 2 });
@@ -136,7 +173,8 @@ describe(`manager.work() (${DRIVER})`, function () {
     }
     // The next claim of a given-back file is its first attempt.
     const [next] = await manager.claimNext(1, { fileType: 'stop' });
-    expect(next).to.include({ fileUrl: queued[1].fileUrl, retryCount: 0, claimToken: 3 });
+    expect(unstarted.map((file) => file.fileUrl)).to.include(next.fileUrl);
+    expect(next).to.include({ retryCount: 0, claimToken: 3 });
   });
 
   it('an aborted signal stops the worker like stop()', async () => {
@@ -170,8 +208,11 @@ describe(`manager.work() (${DRIVER})`, function () {
       { fileType: 'chunk', batchSize: 5, commitEvery: 5, drain: true, onProgress: (p) => progress.push(p) },
     );
     expect(await worker.done).to.include({ processed: 4, failed: 1, claimLost: 0 });
-    // The chunk ran up to the failing file, then every file ran again in its own transaction.
-    expect(calls).to.deep.equal([...chunk.slice(0, 3), ...chunk].map((f) => f.fileUrl));
+    // The chunk ran up to the failing file, then every file ran again in its own transaction, in claim order.
+    const failing = calls.indexOf(chunk[2].fileUrl);
+    const claimOrder = calls.slice(failing + 1);
+    expect([...claimOrder].sort()).to.deep.equal(chunk.map((f) => f.fileUrl));
+    expect(calls).to.deep.equal([...claimOrder.slice(0, failing + 1), ...claimOrder]);
     expect(progress.map((p) => p.batches)).to.deep.equal([1, 2, 3, 4]);
     for (const [i, file] of chunk.entries()) {
       const expected = i === 2 ? 0 : 1;
@@ -229,6 +270,23 @@ describe(`manager.work() (${DRIVER})`, function () {
   });
 
   if (DRIVER === 'postgres') {
+    it("a claim's unflushed commit stays the claim's: neither the pooled connection nor a caller's transaction keeps synchronous_commit off", async () => {
+      const single = await database.open({ extra: { max: 1 } });
+      try {
+        const manager = new CheckpointManager(single);
+        await manager.register(files('unflushed', 2));
+        const setting = async (db: { query(sql: string): Promise<{ synchronous_commit: string }[]> }) => (await db.query('SHOW synchronous_commit'))[0].synchronous_commit;
+        expect(await manager.claimNext(1, { fileType: 'unflushed' })).to.have.length(1);
+        expect(await setting(single)).to.equal('on');
+        await single.transaction(async (tx) => {
+          expect(await new CheckpointManager(tx).claimNext(1, { fileType: 'unflushed' })).to.have.length(1);
+          expect(await setting(tx)).to.equal('on');
+        });
+      } finally {
+        await single.destroy();
+      }
+    });
+
     // The observer has a connection of its own: the worker's pooled ones would overwrite the
     // statement text pg_stat_activity shows for them.
     let observer: DataSource;

@@ -2,7 +2,7 @@
 // one row per job into bench_rows as the library's handler, the way its users write it: one
 // statement through the task's pg client, its own transaction. Runs from start to "exit".
 import { Logger, run } from 'graphile-worker';
-import { commands, emit, flush } from './worker-protocol';
+import { commands, emit, flush, flushSoon } from './worker-protocol';
 
 const [url, workerArg] = process.argv.slice(2);
 const workerId = `bench-graphile-${workerArg}-${process.pid}`;
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
         const i = (payload as { i: number }).i;
         await helpers.query('INSERT INTO bench_rows (file_index, worker) VALUES ($1, $2)', [i, workerId]);
         emit(`ok ${i}`);
-        flush();
+        flushSoon();
       },
     },
   });

@@ -22,10 +22,12 @@ async function round(boss: PgBoss, pool: Pool): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const boss = new PgBoss({ connectionString: url, supervise: false, schedule: false, migrate: false, max: 2 });
+  // Idle connections close after a second (pg-boss hands its options to pg's Pool), as the library's workers' do.
+  const idle = { idleTimeoutMillis: 1000 };
+  const boss = new PgBoss({ connectionString: url, supervise: false, schedule: false, migrate: false, max: 2, ...idle } as PgBoss.ConstructorOptions);
   boss.on('error', (error) => console.error(error));
   await boss.start();
-  const pool = new Pool({ connectionString: url, max: 1 });
+  const pool = new Pool({ connectionString: url, max: 1, ...idle });
   emit('ready');
   flush();
   for await (const command of commands()) {

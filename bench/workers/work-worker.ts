@@ -13,6 +13,7 @@ import { commands, emit, flush, processStats } from './worker-protocol';
 
 const [mode, url, workerArg] = process.argv.slice(2);
 const workerId = `bench-${mode}-${workerArg}-${process.pid}`;
+const IDLE_MS = 1000;
 export const INSERT_ROW = 'INSERT INTO bench_rows (file_index, worker) VALUES ($1, $2)';
 
 const indexOf = (fileUrl: string) => Number(fileUrl.slice(-10, -4));
@@ -25,7 +26,8 @@ async function handle(file: FileCheckpoint, tx: EntityManager | undefined) {
 }
 
 async function main(): Promise<void> {
-  const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(url), entities: checkpointEntities });
+  // Idle connections close after a second: every pool of the bench stays up between its rounds, under max_connections.
+  const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(url), entities: checkpointEntities, extra: { idleTimeoutMillis: IDLE_MS } });
   await dataSource.initialize();
   const manager = new CheckpointManager(dataSource, { workerId });
   if (mode === 'wake') {

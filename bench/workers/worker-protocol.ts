@@ -21,6 +21,20 @@ export function flush(): void {
   pending = [];
 }
 
+const FLUSH_SOON_MS = 5;
+let flushTimer: NodeJS.Timeout | undefined;
+
+/**
+ * Flushes within `FLUSH_SOON_MS`: a worker with no round to end (graphile-worker's run()) reports
+ * progress without one pipe write per job, as the round-based workers do.
+ */
+export function flushSoon(): void {
+  flushTimer ??= setTimeout(() => {
+    flushTimer = undefined;
+    flush();
+  }, FLUSH_SOON_MS);
+}
+
 /** The URL of file `i` of the bench's queue (the same list in every worker). */
 export function fileUrl(i: number): string {
   return `s3://bench-bucket/incoming/file-${String(i).padStart(6, '0')}.csv`;

@@ -89,6 +89,8 @@ export interface ClaimStore {
    */
   subscribe?(wake: () => void, onError: (error: unknown) => void): Subscription | undefined;
   heartbeat(fileUrl: string, token: number, leaseExpiresAt: number): Promise<boolean>;
+  /** Extends the leases of several claims in one statement where it can; returns the URLs whose claim is still held. */
+  heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<Set<string>>;
   isCompleted(fileUrl: string): Promise<boolean>;
   get(fileUrl: string, now: number): Promise<FileCheckpoint | null>;
   /** Inserts pending rows for files not yet known; returns how many it inserted. */

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
-import type { FileCheckpoint, FileStatus } from '../../entities/FileCheckpoint';
+import { claimableIndexPredicate, type FileCheckpoint, type FileStatus } from '../../entities/FileCheckpoint';
 import { ownStatementError } from '../core/database-errors';
 import { type Dialect, dialectOf, type Executed } from '../dialect';
 import { CheckpointError, DatabaseError, StoreUnavailableError } from '../core/errors';
 import { run } from '../core/run-statement';
-import { autocommit, type Db, dataSourceOf, transact } from '../core/transaction';
+import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
 import {
   type Claimant,
   claimLost,
@@ -113,6 +113,19 @@ export class DatabaseClaimStore implements ClaimStore {
 
   private claimable(now: string): string {
     return claimableCondition((column) => this.existing(column), now);
+  }
+
+  /** Oldest first, in IDX_file_checkpoints_claim_order's order, so a claim reads `limit` index entries, not the whole queue. */
+  private claimOrder(): string {
+    return `${this.dialect.quote('created_at')}, ${this.dialect.quote('url_hash')}`;
+  }
+
+  /**
+   * claimNext's condition: the claim order index's predicate (implied by the claimable condition,
+   * repeated so every planner sees the partial index applies), then the claimable condition.
+   */
+  private pickable(now: string): string {
+    return `(${claimableIndexPredicate((column) => this.existing(column))}) AND ${this.claimable(now)}`;
   }
 
   private claimAssignments(worker: string, startedAt: string, leaseExpiresAt: string): [string, string][] {
@@ -280,20 +293,27 @@ export class DatabaseClaimStore implements ClaimStore {
     const q = (column: string) => this.dialect.quote(column);
     const byType = fileType === undefined ? '' : ` AND ${this.existing('file_type')} = ?`;
     if (this.dialect.supportsReturning) {
+      // A claim's commit need not wait for its WAL flush: a crash can lose it only together with
+      // everything after it (a completion's synchronous commit flushes the claim first), and a lost
+      // claim leaves the file to run again, its attempt uncounted. Not in a caller's transaction,
+      // whose own commit must stay as durable as the caller made it.
+      const unflushed = this.dialect.asynchronousCommitExpression !== undefined && !joinsTransaction(this.db);
       // One statement, no transaction of its own: pick (SKIP LOCKED), claim and return the rows.
       const build = () => {
         const assignments = this.claimAssignments('?', '?', '?')
           .map(([column, value]) => `${q(column)} = ${value}`)
           .join(', ');
         return this.sql(
-          `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
-            `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
+          `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
+            `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
             `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('url_hash')} = picked.${q('url_hash')} ` +
-            `RETURNING ${this.table}.*) SELECT * FROM claimed ORDER BY ${q('created_at')}, ${q('file_url')}`,
+            `RETURNING ${this.table}.*) SELECT claimed.* FROM claimed` +
+            (unflushed ? `, (SELECT ${this.dialect.asynchronousCommitExpression}) AS ${q('unflushed')}` : '') +
+            ` ORDER BY ${this.claimOrder()}`,
         );
       };
       const parameters = [now, ...(fileType === undefined ? [] : [fileType]), limit, claimant.workerId, now, now + claimant.leaseMs];
-      const key = fileType === undefined ? 'claimNext' : 'claimNext of type';
+      const key = `claimNext${fileType === undefined ? '' : ' of type'}${unflushed ? ', unflushed' : ''}`;
       return this.guard('claiming the next files', () =>
         autocommit(this.db, async (tx) =>
           (await this.execute(tx, key, build, parameters, 'claiming the next files')).rows.map(toFileCheckpoint),
@@ -308,8 +328,8 @@ export class DatabaseClaimStore implements ClaimStore {
         const picked = await run<{ url_hash: string }[]>(
           tx,
           this.sql(
-            `SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.claimable('?')}${byType} ` +
-              `ORDER BY ${q('created_at')}, ${q('file_url')} LIMIT ?${this.dialect.skipLockedSuffix}`,
+            `SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
+              `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}`,
           ),
           fileType === undefined ? [now, limit] : [now, fileType, limit],
           'picking the next files',
@@ -504,6 +524,50 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
+  async heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<Set<string>> {
+    const q = (column: string) => this.dialect.quote(column);
+    const what = `extending the leases of ${files.length} files`;
+    const returning = this.dialect.supportsReturning;
+    // One fenced UPDATE per chunk: with RETURNING it tells which claims are held; elsewhere a read in
+    // the same transaction does (a kept row has this lease and the presented token).
+    const extend = (tx: EntityManager, chunk: HeldClaim[]) => {
+      const build = () =>
+        this.sql(
+          `UPDATE ${this.table} SET ${q('lease_expires_at')} = ? WHERE ${this.fencedAll(chunk.length)}` +
+            (returning ? ` RETURNING ${q('file_url')}, ${q('claim_token')}` : ''),
+        );
+      const parameters = [leaseExpiresAt, ...chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token])];
+      return this.execute<{ file_url: string; claim_token: number | string }>(tx, `heartbeatAll:${chunk.length}`, build, parameters, what);
+    };
+    const held = (chunk: HeldClaim[], rows: { file_url: string; claim_token: number | string }[], kept: Set<string>) => {
+      const tokens = new Map(rows.map((row) => [row.file_url, Number(row.claim_token)]));
+      for (const file of chunk) if (tokens.get(file.fileUrl) === file.token) kept.add(file.fileUrl);
+    };
+    return this.guard(what, () =>
+      (returning ? autocommit : transact)(this.db, async (tx) => {
+        const kept = new Set<string>();
+        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+          const { rows } = await extend(tx, chunk);
+          if (returning) {
+            held(chunk, rows, kept);
+            continue;
+          }
+          const read = await run<{ file_url: string; claim_token: number | string }[]>(
+            tx,
+            this.sql(
+              `SELECT ${q('file_url')}, ${q('claim_token')} FROM ${this.table} WHERE ${q('lease_expires_at')} = ? AND ${this.fencedAll(chunk.length)}`,
+            ),
+            [leaseExpiresAt, ...chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token])],
+            what,
+          );
+          held(chunk, read, kept);
+        }
+        return kept;
+      }),
+    );
+  }
+
   async isCompleted(fileUrl: string): Promise<boolean> {
     return this.guard(`reading "${fileUrl}"`, () =>
       transact(this.db, async (tx) => (await this.readRow(tx, fileUrl))?.status === 'completed'),
@@ -521,14 +585,35 @@ export class DatabaseClaimStore implements ClaimStore {
   }
 
   async register(files: FileRef[], maxRetries: number, now: number): Promise<number> {
+    const rowsOf = (chunk: FileRef[]) =>
+      chunk.flatMap((file) => [
+        urlHash(file.fileUrl), file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
+      ]);
+    const wakeups = this.dialect.wakeups;
+    if (wakeups && files.length <= ROWS_PER_STATEMENT) {
+      // One statement, inserting and notifying, with no transaction of its own: one round trip
+      // instead of four, which is most of the wake-up latency of an idle worker.
+      const d = this.dialect;
+      const build = () =>
+        wakeups.insertNotifying(
+          d.insertIgnoreRows(TABLE, REGISTER_COLUMNS, ['url_hash'], files.length),
+          d.placeholder(REGISTER_COLUMNS.length * files.length + 1),
+        );
+      return this.guard('registering files', () =>
+        autocommit(this.db, async (tx) => {
+          const { rows } = await this.execute<{ inserted: number | string }>(
+            tx, `register:${files.length}`, build, [...rowsOf(files), WAKE_CHANNEL], 'registering files',
+          );
+          return Number(rows[0].inserted);
+        }),
+      );
+    }
     return this.guard('registering files', () =>
       transact(this.db, async (tx) => {
         let inserted = 0;
         for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
           const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
-          const parameters = chunk.flatMap((file) => [
-            urlHash(file.fileUrl), file.fileUrl, file.fileType, file.fileTimestamp.getTime(), 'pending', 0, 0, 0, 0, 0, maxRetries, 0, now,
-          ]);
+          const parameters = rowsOf(chunk);
           try {
             inserted += await this.dialect.insertMissingRows(tx.queryRunner!, TABLE, REGISTER_COLUMNS, ['url_hash'], parameters, chunk.length);
           } catch (error) {

@@ -218,6 +218,12 @@ class MemoryClaimStore implements ClaimStore {
     return true;
   }
 
+  async heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<Set<string>> {
+    const kept = new Set<string>();
+    for (const { fileUrl, token } of files) if (await this.heartbeat(fileUrl, token, leaseExpiresAt)) kept.add(fileUrl);
+    return kept;
+  }
+
   async isCompleted(fileUrl: string): Promise<boolean> {
     return this.rows.get(fileUrl)?.status === 'completed';
   }

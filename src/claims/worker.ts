@@ -345,17 +345,10 @@ class FileWorker implements Worker {
     this.heartbeating = true;
     let failed = false;
     try {
-      const store = this.host.store();
-      for (const held of [...this.held.values()]) {
-        if (held.lost) continue;
-        try {
-          const kept = await store.heartbeat(held.fileUrl, held.token, Date.now() + this.host.claimant.leaseMs);
-          if (!kept && this.held.get(held.fileUrl) === held) held.lost = true;
-        } catch (error) {
-          failed = true;
-          this.report(error, held.file);
-        }
-      }
+      // One statement for every file held, however many: the heartbeat's cost does not grow with concurrency.
+      const beating = [...this.held.values()].filter((held) => !held.lost);
+      const kept = await this.host.store().heartbeatAll(beating, Date.now() + this.host.claimant.leaseMs);
+      for (const held of beating) if (!kept.has(held.fileUrl) && this.held.get(held.fileUrl) === held) held.lost = true;
     } catch (error) {
       failed = true;
       this.report(error);

@@ -109,6 +109,11 @@ export interface Dialect {
    * never half of it. Undefined where the dialect has no such setting.
    */
   readonly asynchronousCommit?: string;
+  /**
+   * The same as an expression, for a single statement's own (implicit) transaction:
+   * `set_config('synchronous_commit', 'off', true)` on PostgreSQL. Undefined where there is none.
+   */
+  readonly asynchronousCommitExpression?: string;
   /** `insertIgnore` of `rows` rows in one statement (rows whose key exists are skipped). */
   insertIgnoreRows(table: string, columns: string[], conflictColumns: string[], rows: number): string;
   /**
@@ -182,6 +187,11 @@ export interface Dialect {
    */
   readonly wakeups?: {
     readonly notify: string;
+    /**
+     * `insert` (an INSERT without RETURNING) as one statement that also notifies `channel` (a
+     * placeholder) when it inserted a row; its one row's `inserted` counts them. No transaction needed.
+     */
+    insertNotifying(insert: string, channel: string): string;
     listen(dataSource: DataSource, channel: string, wake: () => void, onError: (error: unknown) => void): { close(): Promise<void> };
   };
   /**

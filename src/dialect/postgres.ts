@@ -76,7 +76,14 @@ export const postgres: Dialect = {
     }
     return true;
   },
-  wakeups: { notify: 'SELECT pg_notify($1, \'\')', listen: listenOnPostgres },
+  wakeups: {
+    notify: 'SELECT pg_notify($1, \'\')',
+    // The CASE calls pg_notify only when a row went in; the notification goes out when the statement commits.
+    insertNotifying: (insert, channel) =>
+      `WITH inserted AS (${insert} RETURNING 1) SELECT n AS inserted, CASE WHEN n > 0 THEN pg_notify(${channel}, '') END AS notified ` +
+      'FROM (SELECT COUNT(*) AS n FROM inserted) counted',
+    listen: listenOnPostgres,
+  },
   supportsSkipLocked: true,
   singleConnection: false,
   quote: doubleQuote,
@@ -102,6 +109,7 @@ export const postgres: Dialect = {
   supportsReturning: true,
   copyRows: copyFromStdin,
   asynchronousCommit: 'SET LOCAL synchronous_commit = off',
+  asynchronousCommitExpression: "set_config('synchronous_commit', 'off', true)",
   insertIgnoreRows(table, columns, conflictColumns, rows) {
     return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
   },
