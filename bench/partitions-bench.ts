@@ -2,7 +2,7 @@
 // of planning, and composite-key sqlSource against a hand-written keyset loop over (created_at, id).
 import { performance } from 'node:perf_hooks';
 import type { DataSource, EntityManager } from 'typeorm';
-import { eachBatch, eachPartition, reset, sqlSource } from '../src';
+import { eachBatch, eachPartition, listPartitions, reset, sqlSource } from '../src';
 import { type Child, startChild } from '../test/support/child';
 import { type BenchDriver, createBenchDatabase, placeholders } from './bench-database';
 import { type BenchResult, result } from './bench-result';
@@ -144,6 +144,9 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
         Array.from({ length: 3 }, () => 0).map(() => timed(() => ds.transaction((tx) => source.partitioning.boundaries(PARTITIONS, tx)))),
       ),
     );
+    // How even the planned ranges came out (the last one-process job's): an uneven plan leaves the
+    // processes that drew the small ranges idle at the end.
+    const sizes = (await listPartitions(ds, `overhead-p-${run}`)).map((range) => range.items);
     const label = `${rows.toLocaleString('en-US')} rows, ${PARTITIONS} ranges`;
     const ioLabel = `${rows.toLocaleString('en-US')} rows, ${IO_PARTITIONS} ranges`;
     return [
@@ -152,6 +155,7 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
       result(`eachPartition CPU-bound copy 4 processes vs 1, ${label} [postgres]`, copy4.speedup, '× faster', null, copy4.speedup, null),
       result(`eachPartition (1 process) vs eachBatch, same copy, ${label} [postgres]`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 1.1 }),
       // The target is set at 1M rows (--full): below 200,000 rows planning is an exact index walk.
+      result(`eachPartition planned ranges, largest / smallest row count, ${label} [postgres]`, Math.max(...sizes), 'rows', Math.min(...sizes), Math.max(...sizes) / Math.min(...sizes), null),
       result(`eachPartition planning / job time, ${label} [postgres]`, planning, 'ms', pair.candidate, planning / pair.candidate, rows >= 1_000_000 ? { max: 0.02 } : null),
     ];
   } finally {
