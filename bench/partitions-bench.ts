@@ -2,7 +2,7 @@
 // of planning, and composite-key sqlSource against a hand-written keyset loop over (created_at, id).
 import { performance } from 'node:perf_hooks';
 import type { DataSource, EntityManager } from 'typeorm';
-import { eachBatch, eachPartition, reset, sqlSource } from '../src';
+import { eachBatch, eachPartition, listPartitions, reset, sqlSource } from '../src';
 import { type Child, startChild } from '../test/support/child';
 import { type BenchDriver, createBenchDatabase, placeholders } from './bench-database';
 import { type BenchResult, result } from './bench-result';
@@ -10,6 +10,9 @@ import { mean, median, sideBySide, timed } from './timing';
 
 const WORKER = 'bench/workers/partition-worker.ts';
 const PARTITIONS = 32;
+// Eight ranges per process: with four, the processes that happen to run slower (two cores shared by
+// nine processes and the database) leave the others idle for up to one range's time at the end.
+const IO_PARTITIONS = 64;
 const WINDOW = 10;
 
 export interface PartitionsBenchOptions {
@@ -46,26 +49,56 @@ async function insertRows(tx: EntityManager, driver: BenchDriver, table: string,
   );
 }
 
-/** Milliseconds for `count` worker processes (started and ready beforehand) to finish one job together (TRUNCATE between rounds: DELETE would leave each later round a bloated table). */
-async function workersRound(ds: DataSource, url: string, mode: 'io' | 'copy', limit: number, count: number, rounds: number): Promise<number[]> {
-  const children: Child[] = Array.from({ length: count }, () => startChild(WORKER, [url, mode, String(limit), String(PARTITIONS)]));
+interface Fleet {
+  /** Milliseconds for the fleet's processes to finish one job together, from the go signal (TRUNCATE first: DELETE would leave each later round a bloated table). */
+  round(job: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** `count` worker processes, started and ready (connected, source built) before any round is timed. */
+async function startFleet(ds: DataSource, url: string, mode: 'io' | 'copy', limit: number, count: number, partitions: number): Promise<Fleet> {
+  const children: Child[] = Array.from({ length: count }, () => startChild(WORKER, [url, mode, String(limit), String(partitions)]));
+  const close = async () => {
+    for (const child of children) child.send('exit');
+    await Promise.all(children.map((child) => child.exited));
+  };
   try {
     await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
-    const times: number[] = [];
-    for (let round = 0; round < rounds; round++) {
-      const job = `bench-${mode}-${count}-${round}`;
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return {
+    async round(job) {
       await ds.query('TRUNCATE bench_target');
       const marks = children.map((child) => child.lines.length);
       const started = performance.now();
       for (const child of children) child.send(`go ${job}`);
       await Promise.all(children.map((child, i) => child.waitForLine((line) => line.startsWith('done') && child.lines.lastIndexOf(line) >= marks[i])));
-      times.push(performance.now() - started);
+      const ms = performance.now() - started;
       await reset(ds, job);
+      return ms;
+    },
+    close,
+  };
+}
+
+/**
+ * Each fleet's median time and the median of the per-round ratios of the first fleet's time to
+ * each other's: the fleets run in turn round by round, so load that drifts during the run (two
+ * cores shared with other work) weighs on each alike.
+ */
+async function fleetRounds(ds: DataSource, url: string, mode: 'io' | 'copy', limit: number, counts: number[], partitions: number, rounds: number) {
+  const fleets: Fleet[] = [];
+  try {
+    for (const count of counts) fleets.push(await startFleet(ds, url, mode, limit, count, partitions));
+    const times: number[][] = counts.map(() => []);
+    for (let round = 0; round < rounds; round++) {
+      for (let f = 0; f < fleets.length; f++) times[f].push(await fleets[f].round(`bench-${mode}-${counts[f]}-${round}`));
     }
-    return times;
+    return counts.map((_, f) => ({ ms: median(times[f]), speedup: median(times[0].map((first, r) => first / times[f][r])) }));
   } finally {
-    for (const child of children) child.send('exit');
-    await Promise.all(children.map((child) => child.exited));
+    await Promise.all(fleets.map((fleet) => fleet.close()));
   }
 }
 
@@ -86,13 +119,10 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
     await fillSource(ds, 'postgres', rows);
     const rounds = Math.max(1, Math.min(3, options.repeats));
     const ioLimit = 500;
-    options.log('  postgres: I/O-bound handler (10 ms per batch), 1 and 8 processes…');
-    const io1 = median(await workersRound(ds, database.url, 'io', ioLimit, 1, rounds));
-    const io8 = median(await workersRound(ds, database.url, 'io', ioLimit, 8, rounds));
+    options.log(`  postgres: I/O-bound handler (10 ms per batch), 1 and 8 processes, ${IO_PARTITIONS} ranges…`);
+    const [, io8] = await fleetRounds(ds, database.url, 'io', ioLimit, [1, 8], IO_PARTITIONS, rounds);
     options.log('  postgres: CPU-bound copy, 1, 2 and 4 processes…');
-    const copy1 = median(await workersRound(ds, database.url, 'copy', 1000, 1, rounds));
-    const copy2 = median(await workersRound(ds, database.url, 'copy', 1000, 2, rounds));
-    const copy4 = median(await workersRound(ds, database.url, 'copy', 1000, 4, rounds));
+    const [, copy2, copy4] = await fleetRounds(ds, database.url, 'copy', 1000, [1, 2, 4], PARTITIONS, rounds);
 
     options.log('  postgres: eachPartition (1 process) vs eachBatch, same copy…');
     const source = await sqlSource(ds, 'bench_source', 'id');
@@ -114,13 +144,18 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
         Array.from({ length: 3 }, () => 0).map(() => timed(() => ds.transaction((tx) => source.partitioning.boundaries(PARTITIONS, tx)))),
       ),
     );
+    // How even the planned ranges came out (the last one-process job's): an uneven plan leaves the
+    // processes that drew the small ranges idle at the end.
+    const sizes = (await listPartitions(ds, `overhead-p-${run}`)).map((range) => range.items);
     const label = `${rows.toLocaleString('en-US')} rows, ${PARTITIONS} ranges`;
+    const ioLabel = `${rows.toLocaleString('en-US')} rows, ${IO_PARTITIONS} ranges`;
     return [
-      result(`eachPartition I/O-bound (10 ms/batch) 8 processes vs 1, ${label} [postgres]`, io1 / io8, '× faster', null, io1 / io8, { min: 6 }),
-      result(`eachPartition CPU-bound copy 2 processes vs 1, ${label} [postgres]`, copy1 / copy2, '× faster', null, copy1 / copy2, { min: 1.3 }),
-      result(`eachPartition CPU-bound copy 4 processes vs 1, ${label} [postgres]`, copy1 / copy4, '× faster', null, copy1 / copy4, null),
+      result(`eachPartition I/O-bound (10 ms/batch) 8 processes vs 1, ${ioLabel} [postgres]`, io8.speedup, '× faster', null, io8.speedup, { min: 6 }),
+      result(`eachPartition CPU-bound copy 2 processes vs 1, ${label} [postgres]`, copy2.speedup, '× faster', null, copy2.speedup, { min: 1.3 }),
+      result(`eachPartition CPU-bound copy 4 processes vs 1, ${label} [postgres]`, copy4.speedup, '× faster', null, copy4.speedup, null),
       result(`eachPartition (1 process) vs eachBatch, same copy, ${label} [postgres]`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 1.1 }),
       // The target is set at 1M rows (--full): below 200,000 rows planning is an exact index walk.
+      result(`eachPartition planned ranges, largest / smallest row count, ${label} [postgres]`, Math.max(...sizes), 'rows', Math.min(...sizes), Math.max(...sizes) / Math.min(...sizes), null),
       result(`eachPartition planning / job time, ${label} [postgres]`, planning, 'ms', pair.candidate, planning / pair.candidate, rows >= 1_000_000 ? { max: 0.02 } : null),
     ];
   } finally {
@@ -206,7 +241,8 @@ async function compositeCopy(driver: BenchDriver, options: PartitionsBenchOption
       warmups: 1,
       repeats: options.repeats,
       prepare: async () => {
-        await ds.query('DELETE FROM events_target');
+        // TRUNCATE on the servers: a million deleted rows would leave the next run a bloated table (and InnoDB's purge running behind it).
+        await ds.query(driver === 'sqlite' ? 'DELETE FROM events_target' : 'TRUNCATE events_target');
         run += 1;
       },
       candidate: () =>

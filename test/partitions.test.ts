@@ -137,6 +137,25 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
     });
   }
 
+  if (DRIVER === 'mysql') {
+    it('reads DATETIME(6) keys unchanged whatever the session time zone and the driver\'s', async () => {
+      await db.ds.query('CREATE TABLE zoned (at datetime(6) NOT NULL, id integer NOT NULL, PRIMARY KEY (at, id))');
+      // Instants 1 µs apart across a second boundary, each shared by two ids.
+      const instants = Array.from({ length: 60 }, (_, i) => micros(999_970 + i));
+      await insertRows(db.ds, 'zoned', ['at', 'id'], instants.flatMap((at, i) => [[at, i], [at, i + 100]]));
+      // One connection, so the session's zone holds for every statement; the driver converts with another.
+      const zoned = await db.open({ extra: { connectionLimit: 1, timezone: '+09:00' } });
+      await zoned.query("SET time_zone = '-05:00'");
+      expect((await zoned.query('SELECT @@session.time_zone AS zone'))[0].zone).to.equal('-05:00');
+      const { items, cursors } = await drain(zoned, 'zoned', await sqlSource(zoned, 'zoned', ['at', 'id']), 7);
+      expect(items.map((row) => row.at)).to.deep.equal(instants.flatMap((at) => [at, at]));
+      expect(cursors[0]).to.deep.equal([instants[3], 3]);
+      const result = await eachPartition(zoned, 'zoned-ranges', await sqlSource(zoned, 'zoned', ['at', 'id']), 5, () => undefined, { partitions: 4 });
+      expect(result).to.include({ items: 120, done: true });
+      expect((await listPartitions(zoned, 'zoned-ranges')).map((range) => range.upper).slice(0, 3).every((upper) => instants.includes((upper as string[])[0]))).to.equal(true);
+    });
+  }
+
   it('reads a page in the middle of the table with an index range scan (EXPLAIN)', async () => {
     const source = await sqlSource(db.ds, 'tenant_rows', ['tenant', 'id']);
     if (DRIVER !== 'sqlite') await db.ds.query(DRIVER === 'postgres' ? 'ANALYZE tenant_rows' : 'ANALYZE TABLE tenant_rows');
@@ -207,7 +226,7 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
   });
 
   if (DRIVER === 'postgres') {
-    it('plans a big table from a sample of its pages (TABLESAMPLE), still within 2x on skewed keys', async () => {
+    it('plans a big table from a sample of its rows (TABLESAMPLE BERNOULLI), still within 2x on skewed keys', async () => {
       await db.ds.query('CREATE TABLE big_skewed (id bigint PRIMARY KEY)');
       await db.ds.query('INSERT INTO big_skewed SELECT CASE WHEN g <= 150000 THEN g ELSE 1000000 + g * 1000 END FROM generate_series(1, 300000) g');
       await db.ds.query('ANALYZE big_skewed');
@@ -215,9 +234,27 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
       const logged = await db.open({ logger: log });
       const result = await eachPartition(logged, 'sampled', await sqlSource(logged, 'big_skewed', 'id'), 20_000, () => undefined, { partitions: 8 });
       expect(result).to.include({ partitions: 8, items: 300_000, done: true });
-      expect(log.queries.some((query) => query.sql.includes('TABLESAMPLE SYSTEM'))).to.equal(true);
+      expect(log.queries.some((query) => query.sql.includes('TABLESAMPLE BERNOULLI'))).to.equal(true);
       const sizes = (await listPartitions(logged, 'sampled')).map((range) => range.items);
-      expect(Math.max(...sizes)).to.be.at.most(2 * Math.min(...sizes));
+      // Rows sampled one by one: far inside 2x (a sample of whole pages gave ranges up to 5x apart).
+      expect(Math.max(...sizes)).to.be.at.most(1.25 * Math.min(...sizes));
+    });
+
+    it('samples whole pages (TABLESAMPLE SYSTEM) only where every range gets enough of them', async () => {
+      await db.ds.query('CREATE TABLE big_plain (id bigint PRIMARY KEY)');
+      await db.ds.query('INSERT INTO big_plain SELECT g FROM generate_series(1, 450000) g');
+      await db.ds.query('ANALYZE big_plain');
+      const log = new SqlLog();
+      const logged = await db.open({ logger: log });
+      const source = await sqlSource(logged, 'big_plain', 'id');
+      // 2 ranges: 40,000 rows from under a tenth of the pages. 8 ranges: that would be most of the table.
+      const pages = await logged.transaction((tx) => source.partitioning.boundaries(2, tx));
+      expect(log.queries.filter((query) => query.sql.includes('TABLESAMPLE')).map((query) => query.sql.match(/TABLESAMPLE \w+/)![0])).to.deep.equal(['TABLESAMPLE SYSTEM']);
+      expect(pages).to.have.length(1);
+      expect(Number(pages[0])).to.be.within(225_000 * 0.8, 225_000 * 1.2);
+      log.clear();
+      expect(await logged.transaction((tx) => source.partitioning.boundaries(8, tx))).to.have.length(7);
+      expect(log.queries.some((query) => query.sql.includes('TABLESAMPLE BERNOULLI'))).to.equal(true);
     });
   }
 

@@ -169,10 +169,11 @@ export interface Dialect {
    */
   keysetCondition(quotedColumns: string[], op: '>' | '<=', bound: (column: number) => string): string;
   /**
-   * A clause after the table name that reads a random sample of about `percent` % of its pages
-   * (PostgreSQL's TABLESAMPLE SYSTEM); undefined where the database has none (then an index walk).
+   * A clause after the table name that reads a random sample of about `percent` % of the table's
+   * pages (PostgreSQL's TABLESAMPLE SYSTEM: reads only those) or of its rows (BERNOULLI: reads every
+   * page, keeps rows independently); undefined where the database has none (then an index walk).
    */
-  readonly sampleClause?: (percentPlaceholder: string) => string;
+  readonly sampleClause?: (percentPlaceholder: string, unit: 'pages' | 'rows') => string;
   /**
    * The collation the checkpoint tables' text columns need so that keys differing only in case,
    * accents or trailing spaces stay different keys; undefined where the default already does.

@@ -196,5 +196,5 @@ export const postgres: Dialect = {
     return keyType === 'timestamp' || keyType === 'timestamptz' || keyType === 'date' ? `${placeholder}::${keyType}` : placeholder;
   },
   keysetCondition: rowValueKeyset,
-  sampleClause: (percent) => `TABLESAMPLE SYSTEM (${percent})`,
+  sampleClause: (percent, unit) => `TABLESAMPLE ${unit === 'pages' ? 'SYSTEM' : 'BERNOULLI'} (${percent})`,
 };
