@@ -126,9 +126,9 @@ export function csvSpans(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvSpans
 /**
  * What reads the input from the start of a record on, once `csvSpansThen` hands it over: `head`
  * (the bytes from that record on that arrived already, a copy) and the rest of the input (null at
- * its end), with the record delimiter found so far.
+ * its end), with the record delimiter found so far and the offset of `head` in the input (after a BOM).
  */
-export type CsvRest<T> = (head: Buffer, rest: AsyncIterator<Buffer> | null, delimiter: RecordDelimiter | null) => AsyncGenerator<T>;
+export type CsvRest<T> = (head: Buffer, rest: AsyncIterator<Buffer> | null, delimiter: RecordDelimiter | null, offset: number) => AsyncGenerator<T>;
 
 /**
  * `csvSpans` with another reader for the rest of the input from the first record holding a quote
@@ -151,6 +151,8 @@ async function* scan<T>(iterator: AsyncIterator<Buffer>, rest: CsvRest<T>, utf8:
   // refill its block buffer once asked for the next one.
   let work = Buffer.allocUnsafe(0);
   let pending = 0;
+  // Bytes of the input (after a BOM) before the work buffer's first one.
+  let passed = 0;
   let bomChecked = false;
   const spans = new CsvSpans();
 
@@ -188,7 +190,7 @@ async function* scan<T>(iterator: AsyncIterator<Buffer>, rest: CsvRest<T>, utf8:
       if (!invalid && spans.count > 0) yield spans;
       // The other reader keeps what it is given: copies, not the buffers that are refilled.
       const head = Buffer.from(buffer.subarray(invalid ? 0 : start));
-      yield* rest(head, end ? null : iterator, delimiter);
+      yield* rest(head, end ? null : iterator, delimiter, passed + (invalid ? 0 : start));
       return;
     }
     if (end) {
@@ -206,6 +208,7 @@ async function* scan<T>(iterator: AsyncIterator<Buffer>, rest: CsvRest<T>, utf8:
     const offset = buffer.byteOffset - work.byteOffset;
     work.copy(work, 0, offset + start, offset + length);
     pending = length - start;
+    passed += start;
   }
 }
 

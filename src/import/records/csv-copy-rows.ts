@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../../core/errors';
 import type { CopyText, RecordColumn } from '../../dialect';
-import { CsvSpans, csvSpansThen } from '../csv-records';
+import { CsvSpans, csvSpansThen, type RecordDelimiter } from '../csv-records';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
 import { type CsvOptions, csvHeader, csvRecords } from './record-readers';
 import { itemGroup, type RecordRows, type RowGroup } from './record-rows';
@@ -32,14 +32,14 @@ export async function* csvCopyGroups(
   let handedOver = false;
   let fields: CsvFieldRows | null = null;
   const nullText = csv.null ?? '';
-  async function* rest(head: Buffer, iterator: AsyncIterator<Buffer> | null, delimiter: '\r\n' | '\n' | '\r' | null): AsyncGenerator<RowGroup> {
+  async function* rest(head: Buffer, iterator: AsyncIterator<Buffer> | null, delimiter: RecordDelimiter | null, offset: number): AsyncGenerator<RowGroup> {
     handedOver = true;
     async function* input(): AsyncGenerator<Buffer> {
       if (head.length > 0) yield head;
       if (iterator === null) return;
       for (let next = await iterator.next(); next.done !== true; next = await iterator.next()) yield next.value;
     }
-    for await (const items of csvRecords(input(), csv, { header, index, delimiter })) yield itemGroup(items, rows);
+    for await (const items of csvRecords(input(), csv, { header, index, delimiter, offset })) yield itemGroup(items, rows);
   }
   for await (const group of csvSpansThen(blocks, rest, { utf8: true })) {
     if (!(group instanceof CsvSpans)) {

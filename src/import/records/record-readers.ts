@@ -91,9 +91,9 @@ export async function* gunzipped(blocks: AsyncIterable<Buffer>): AsyncGenerator<
 }
 
 /** Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. */
-async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined, bom = true): AsyncGenerator<string> {
-  const decoder = new Utf8Text();
-  let first = bom;
+async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined, resume?: CsvResume): AsyncGenerator<string> {
+  const decoder = new Utf8Text(resume?.offset);
+  let first = resume === undefined;
   const invalid = (offset: number) => new InvalidInputError(`The file is not valid UTF-8 (byte ${offset}).`, at());
   for await (let block of blocks) {
     if (first && startsWithBom(block)) block = block.subarray(3);
@@ -241,6 +241,8 @@ export interface CsvResume {
   index: number;
   /** The record delimiter found so far, else null (found from the input). */
   delimiter: '\r\n' | '\n' | '\r' | null;
+  /** Bytes of the input before the first block (after a BOM, which is not looked for again). */
+  offset: number;
 }
 
 /** CSV records (RFC 4180 as csv-parse reads it, with the given delimiter, quote and escape) mapped to the header's names. */
@@ -261,7 +263,7 @@ export async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions
   const quote = csv.quote ?? '"';
   const escape = csv.escape ?? quote;
   const nullCandidate = nullText ?? '';
-  const source = Readable.from(utf8Texts(blocks, () => index, resume === undefined), { objectMode: false });
+  const source = Readable.from(utf8Texts(blocks, () => index, resume), { objectMode: false });
   source.on('error', (error) => parser.destroy(error));
   source.pipe(parser);
   let items: SourceItem[] = [];
