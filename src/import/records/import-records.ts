@@ -5,6 +5,7 @@ import { progressSince, type Progress } from '../../core/progress';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
 import { type BoundStatement, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
+import { ChunkInFlight } from '../chunk-in-flight';
 import { beginIn, fingerprintMismatch } from '../begin';
 import { DuplicateIds } from '../duplicate-ids';
 import { advanceImport, lockImport, readImport } from '../import-store';
@@ -346,24 +347,17 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     chunks++;
     onProgress?.(progressSince(startedAt, { name: batch, batches: chunks, items: result.rows, total, bytes, totalBytes: record.bytes }));
   };
-  // One chunk commits while the next one is read and converted; chunks still commit in order.
-  let committing: Promise<void> | null = null;
-  let failure: { error: unknown } | null = null;
-  const settle = async () => {
-    await committing;
-    committing = null;
-    if (failure) throw failure.error;
-  };
+  const inFlight = new ChunkInFlight(commit);
   /** Waits for the chunk in flight, then sends this one; false when the import is to stop instead. */
   const submit = async (): Promise<boolean> => {
-    await settle();
+    await inFlight.settle();
     if (result.nextIndex >= total || signal?.aborted) return false;
     // The chunk before this one has committed: the COPY text it took can be reused (`CopyText.take`).
     if (copying) chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [] };
     // Another runner of this import may have committed some of these rows already.
     const taken = rowsFrom(chunk, result.nextIndex);
     chunk = emptyChunk(taken.start + taken.count);
-    if (taken.count > 0) committing = commit(taken).catch((error: unknown) => void (failure = { error }));
+    if (taken.count > 0) inFlight.start(taken);
     return true;
   };
   const stopped = () => ({ ...result, done: result.nextIndex >= total });
@@ -392,11 +386,11 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
       }
     }
     if (chunk.count > 0) await submit();
-    await settle();
+    await inFlight.settle();
     return stopped();
   } catch (error) {
     // Never return while a chunk is still committing; the error that stopped the import wins.
-    await settle().catch(() => undefined);
+    await inFlight.settle().catch(() => undefined);
     throw error;
   } finally {
     await (runner as QueryRunner | null)?.release();
