@@ -26,6 +26,7 @@ export async function* csvCopyGroups(
   rows: RecordRows,
   target: TargetTable,
   storable: StorableValues,
+  withValues = false,
 ): AsyncGenerator<RowGroup> {
   let header: string[] | null = csv.columns ?? null;
   let index = 0;
@@ -52,7 +53,7 @@ export async function* csvCopyGroups(
       header = csvHeader(group.record(0).map((name) => (name === nullText ? null : name)));
       from = 1;
     }
-    fields ??= new CsvFieldRows(header, rows, target, storable, csv.null);
+    fields ??= new CsvFieldRows(header, rows, target, storable, csv.null, withValues);
     if (from < group.count) {
       yield fields.group(group, from, index);
       index += group.count - from;
@@ -174,8 +175,10 @@ class CsvFieldRows {
   private readonly missing: RecordColumn | undefined;
   private readonly keyed: boolean;
   private readonly nullBytes: Buffer | null;
-  /** The value of the last integer `integer` accepted. */
+  /** What the last accepted value read: an integer's number, a boolean, where a numeric's or timestamp's canonical text ends. */
   private integerRead = 0;
+  private booleanRead = false;
+  private endRead = 0;
 
   constructor(
     private readonly header: string[],
@@ -183,6 +186,8 @@ class CsvFieldRows {
     private readonly target: TargetTable,
     private readonly storable: StorableValues,
     nullText: string | undefined,
+    /** Valid rows get their values too (to bind, where there is no COPY). */
+    private readonly withValues: boolean,
   ) {
     // The default null text is the empty field, which `nullBytes` null stands for.
     this.nullBytes = nullText === undefined || nullText === '' ? null : Buffer.from(nullText);
@@ -231,7 +236,7 @@ class CsvFieldRows {
     const base = spans.fieldsAt[record];
     const { bytes, starts, ends } = spans;
     const mark = copy === null ? 0 : copy.byteLength;
-    const values = this.keyed ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
+    const values = this.keyed || this.withValues ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
     const plans = this.plans;
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i];
@@ -257,9 +262,9 @@ class CsvFieldRows {
       return this.converted(plan, null, copy, values);
     }
     // A kept value is needed as `convertValue` gives it: an integer's is the number read.
-    if (plan.keyed && plan.check !== Check.Integer) return this.converted(plan, bytes.toString('utf8', start, end), copy, values);
+    if (plan.keyed && plan.check !== Check.Integer && !this.withValues) return this.converted(plan, bytes.toString('utf8', start, end), copy, values);
     if (this.accepted(plan, bytes, start, end, copy)) {
-      if (plan.keyed) values[plan.at] = this.integerRead;
+      if (values !== NO_VALUES) values[plan.at] = this.valueOf(plan, bytes, start, end);
       return null;
     }
     return this.converted(plan, bytes.toString('utf8', start, end), copy, values);
@@ -269,9 +274,28 @@ class CsvFieldRows {
   private converted(plan: FieldPlan, text: string | null, copy: CopyText | null, values: ColumnValue[]): string | null {
     const converted = convertValue(text, plan.column, this.storable);
     if ('reason' in converted) return converted.reason;
-    if (plan.keyed) values[plan.at] = converted.value;
+    if (values !== NO_VALUES) values[plan.at] = converted.value;
     if (copy !== null) copyValue(copy, converted.value);
     return null;
+  }
+
+  /** The value `convertValue` gives for bytes `accepted` took. */
+  private valueOf(plan: FieldPlan, bytes: Buffer, start: number, end: number): ColumnValue {
+    switch (plan.check) {
+      case Check.Integer:
+        return this.integerRead;
+      case Check.Boolean:
+        return this.booleanRead;
+      case Check.Numeric:
+        return bytes.toString('latin1', start, this.endRead);
+      case Check.Timestamp:
+      case Check.Timestamptz: {
+        const wall = `${bytes.toString('latin1', start, start + 10)} ${bytes.toString('latin1', start + 11, this.endRead)}`;
+        return plan.check === Check.Timestamptz ? `${wall}+00` : wall;
+      }
+      default:
+        return bytes.toString('utf8', start, end);
+    }
   }
 
   /**
@@ -290,6 +314,7 @@ class CsvFieldRows {
       case Check.Boolean: {
         const value = booleanBytes(bytes, start, end);
         if (value === undefined) return false;
+        this.booleanRead = value;
         copy?.raw(value ? TRUE_BYTES : FALSE_BYTES);
         return true;
       }
@@ -358,6 +383,7 @@ class CsvFieldRows {
     const { precision, scale } = column;
     if (scale !== undefined && scale !== null && fraction > scale) return false;
     if (precision !== undefined && precision !== null && (zeroWhole ? 0 : whole) > precision - (scale ?? 0)) return false;
+    this.endRead = cut;
     copy?.raw(bytes, start, cut);
     return true;
   }
@@ -398,6 +424,7 @@ class CsvFieldRows {
       if (bytes[start + 19] !== DOT || fraction < 1 || fraction > 6 || fraction > (plan.column.fractionDigits ?? 6)) return false;
       for (let i = start + 20; i < last; i++) if (!isDigit(bytes[i])) return false;
     }
+    this.endRead = last;
     if (copy !== null) {
       copy.raw(bytes, start, start + 10);
       copy.raw(SPACE_BYTES);

@@ -170,12 +170,12 @@ async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan>
 
 /**
  * The source's rows in groups. A CSV `into` a table is read as bytes (`csvCopyGroups`), its valid
- * rows without their values (but their key's) unless `values`.
+ * rows with their values only when asked for (their key's always).
  */
 async function* sourceGroups(plan: Plan, blocks: AsyncIterable<Buffer>, values: boolean): AsyncGenerator<RowGroup> {
   const input = plan.gzip ? gunzipped(blocks) : blocks;
-  if (plan.bytes && !values) {
-    yield* csvCopyGroups(input, plan.csv, plan.rows, plan.target!, plan.storable);
+  if (plan.bytes) {
+    yield* csvCopyGroups(input, plan.csv, plan.rows, plan.target!, plan.storable, values);
     return;
   }
   for await (const items of readRecords(plan.format, input, plan.csv)) yield itemGroup(items, plan.rows);
