@@ -117,10 +117,11 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
         fc.constantFrom('\n', '\r\n'),
         fc.integer({ min: 1, max: 7 }),
         fc.boolean(),
-        async (lines, breakText, size, skip) => {
+        fc.constantFrom(undefined, 'i', ['name', 'flag']),
+        async (lines, breakText, size, skip, key) => {
           const path = join(dir, `${++runs}.csv`);
           writeFileSync(path, csvFile(lines, breakText));
-          const options = { size, ...(skip ? { invalid: 'skip' } : {}) };
+          const options = { size, ...(skip ? { invalid: 'skip' } : {}), ...(key ? { key } : {}) };
           const bytes = await run('by_bytes', `bytes-${runs}`, path, options);
           const generic = await run('by_map', `map-${runs}`, path, { ...options, map: (record: Record<string, unknown>) => record });
           // Invalid UTF-8 rejects the file; which row the generic reader names (or whether it meets an
