@@ -35,6 +35,16 @@ export class CopyText {
     return this.rows;
   }
 
+  /** Bytes written so far: a mark to `truncate` to. */
+  get byteLength(): number {
+    return this.length;
+  }
+
+  /** Drops what was written after `mark` (a row not ended yet). */
+  truncate(mark: number): void {
+    this.length = Math.min(this.length, mark);
+  }
+
   /** Bytes already in COPY text form (digits, or text written by another CopyText). */
   raw(bytes: Uint8Array, start = 0, end = bytes.length): void {
     this.reserve(end - start);

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { Readable } from 'node:stream';
 import { Parser } from 'csv-parse';
 
@@ -11,7 +12,7 @@ const RECORDS_PER_YIELD = 1024;
 // (here an unfinished record is read again from its start with every block).
 const LONG_RECORD = 1 << 20;
 
-type RecordDelimiter = '\r\n' | '\n' | '\r';
+export type RecordDelimiter = '\r\n' | '\n' | '\r';
 
 /**
  * Records as byte spans, not strings: field `f` spans bytes `starts[f]…ends[f]` of `bytes`, and
@@ -116,22 +117,42 @@ export async function* csvRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator
  * its errors (CsvError) are csv-parse's. Like csv-parse, the record delimiter is the first of
  * \r\n, \n or \r met. A very long record also goes to csv-parse, which reads it incrementally.
  */
-export async function* csvSpans(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvSpans> {
+export function csvSpans(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvSpans> {
+  return csvSpansThen(blocks, async function* (head, rest, delimiter) {
+    for await (const records of parsedByCsvParse(head, rest, delimiter)) yield CsvSpans.of(records);
+  });
+}
+
+/**
+ * What reads the input from the start of a record on, once `csvSpansThen` hands it over: `head`
+ * (the bytes from that record on that arrived already, a copy) and the rest of the input (null at
+ * its end), with the record delimiter found so far and the offset of `head` in the input (after a BOM).
+ */
+export type CsvRest<T> = (head: Buffer, rest: AsyncIterator<Buffer> | null, delimiter: RecordDelimiter | null, offset: number) => AsyncGenerator<T>;
+
+/**
+ * `csvSpans` with another reader for the rest of the input from the first record holding a quote
+ * on (or a very long one). With `utf8`, invalid UTF-8 hands over too, from the first record of the
+ * block that holds it: the spans yielded are always valid UTF-8.
+ */
+export async function* csvSpansThen<T>(blocks: AsyncIterable<Buffer>, rest: CsvRest<T>, options: { utf8?: boolean } = {}): AsyncGenerator<CsvSpans | T> {
   const iterator = blocks[Symbol.asyncIterator]();
   try {
-    yield* scan(iterator);
+    yield* scan(iterator, rest, options.utf8 === true);
   } finally {
     // However the reading ends, the source is closed (its file handle released).
     await iterator.return?.();
   }
 }
 
-async function* scan(iterator: AsyncIterator<Buffer>): AsyncGenerator<CsvSpans> {
+async function* scan<T>(iterator: AsyncIterator<Buffer>, rest: CsvRest<T>, utf8: boolean): AsyncGenerator<CsvSpans | T> {
   let delimiter: RecordDelimiter | null = null;
   // The unfinished record and the block after it, copied into a buffer of our own: the source may
   // refill its block buffer once asked for the next one.
   let work = Buffer.allocUnsafe(0);
   let pending = 0;
+  // Bytes of the input (after a BOM) before the work buffer's first one.
+  let passed = 0;
   let bomChecked = false;
   const spans = new CsvSpans();
 
@@ -157,52 +178,19 @@ async function* scan(iterator: AsyncIterator<Buffer>): AsyncGenerator<CsvSpans> 
       bomChecked = true;
     }
 
-    spans.reset(buffer);
-    let start = 0; // first byte of the record being read
-    let field = 0; // first byte of the field being read
-    let quoted = false;
+    const split = splitRecords(buffer, spans, end, delimiter);
+    const { start, field, quoted } = split;
+    delimiter = split.delimiter;
     const length = buffer.length;
-    for (let at = 0; at < length; at++) {
-      const byte = buffer[at];
-      if (byte > COMMA) continue;
-      if (byte === COMMA) {
-        spans.addField(field, at);
-        field = at + 1;
-        continue;
-      }
-      if (byte === QUOTE) {
-        quoted = true;
-        break;
-      }
-      if (byte !== LF && byte !== CR) continue;
-      let width = 0;
-      if (delimiter === null) {
-        // A CR at the end of what has arrived may be the first half of CRLF: decide with more bytes.
-        if (byte === CR && at + 1 === length && !end) break;
-        delimiter = byte === LF ? '\n' : buffer[at + 1] === LF ? '\r\n' : '\r';
-      }
-      if (delimiter === '\n') width = byte === LF ? 1 : 0;
-      else if (delimiter === '\r') width = byte === CR ? 1 : 0;
-      else if (byte === CR) {
-        if (at + 1 === length && !end) break;
-        width = buffer[at + 1] === LF ? 2 : 0;
-      }
-      if (width === 0) continue; // a line break that is not the record delimiter is data
-      if (at > start) {
-        spans.addField(field, at);
-        spans.endRecord();
-      } // else: an empty line, skipped
-      at += width - 1;
-      start = at + 1;
-      field = start;
-    }
 
-    if (quoted || length - start > LONG_RECORD) {
+    // The records read are valid UTF-8 when the bytes up to the last complete one are (it ends on a line break).
+    const invalid = utf8 && !isUtf8(buffer.subarray(0, end ? length : start));
+    if (invalid || quoted || length - start > LONG_RECORD) {
       spans.dropUnfinished();
-      if (spans.count > 0) yield spans;
-      // csv-parse keeps what it is given: copies, not the buffers that are refilled.
-      const head = Buffer.from(buffer.subarray(start));
-      for await (const records of parsedByCsvParse(head, end ? null : iterator, delimiter)) yield CsvSpans.of(records);
+      if (!invalid && spans.count > 0) yield spans;
+      // The other reader keeps what it is given: copies, not the buffers that are refilled.
+      const head = Buffer.from(buffer.subarray(invalid ? 0 : start));
+      yield* rest(head, end ? null : iterator, delimiter, passed + (invalid ? 0 : start));
       return;
     }
     if (end) {
@@ -220,7 +208,65 @@ async function* scan(iterator: AsyncIterator<Buffer>): AsyncGenerator<CsvSpans> 
     const offset = buffer.byteOffset - work.byteOffset;
     work.copy(work, 0, offset + start, offset + length);
     pending = length - start;
+    passed += start;
   }
+}
+
+/** Where `splitRecords` stopped: the unfinished record and its last field, whether at a quote, and the record delimiter. */
+interface Split {
+  start: number;
+  /** The start of the last field read. */
+  field: number;
+  quoted: boolean;
+  delimiter: RecordDelimiter | null;
+}
+
+/**
+ * The complete records of `buffer` up to the first quote, added to `spans` (reset to it). A plain
+ * function, not part of the generator: V8 optimises its loop over the bytes far better there.
+ */
+function splitRecords(buffer: Buffer, spans: CsvSpans, end: boolean, found: RecordDelimiter | null): Split {
+  let delimiter = found;
+  spans.reset(buffer);
+  let start = 0; // first byte of the record being read
+  let field = 0; // first byte of the field being read
+  let quoted = false;
+  const length = buffer.length;
+  for (let at = 0; at < length; at++) {
+    const byte = buffer[at];
+    if (byte > COMMA) continue;
+    if (byte === COMMA) {
+      spans.addField(field, at);
+      field = at + 1;
+      continue;
+    }
+    if (byte === QUOTE) {
+      quoted = true;
+      break;
+    }
+    if (byte !== LF && byte !== CR) continue;
+    let width = 0;
+    if (delimiter === null) {
+      // A CR at the end of what has arrived may be the first half of CRLF: decide with more bytes.
+      if (byte === CR && at + 1 === length && !end) break;
+      delimiter = byte === LF ? '\n' : buffer[at + 1] === LF ? '\r\n' : '\r';
+    }
+    if (delimiter === '\n') width = byte === LF ? 1 : 0;
+    else if (delimiter === '\r') width = byte === CR ? 1 : 0;
+    else if (byte === CR) {
+      if (at + 1 === length && !end) break;
+      width = buffer[at + 1] === LF ? 2 : 0;
+    }
+    if (width === 0) continue; // a line break that is not the record delimiter is data
+    if (at > start) {
+      spans.addField(field, at);
+      spans.endRecord();
+    } // else: an empty line, skipped
+    at += width - 1;
+    start = at + 1;
+    field = start;
+  }
+  return { start, field, quoted, delimiter };
 }
 
 /** The rest of the input, from the start of a record, through csv-parse (with the delimiter already found). */

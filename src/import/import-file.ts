@@ -17,6 +17,7 @@ import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from './source-blocks';
+import { ChunkInFlight } from './chunk-in-flight';
 import { gunzipped } from './records/record-readers';
 import { importRecords, type RecordsOptions, type RowError, validateRecordsOptions } from './records/import-records';
 
@@ -159,23 +160,15 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
       progressSince(startedAt, { name: batch, batches, items: result.rows, total, bytes, totalBytes: record.bytes }),
     );
   };
-  // One chunk commits while the next one is read and parsed, so the database and the parser work
-  // side by side; chunks still commit one after the other, in order.
-  let committing: Promise<void> | null = null;
-  let failure: { error: unknown } | null = null;
-  const settle = async () => {
-    await committing;
-    committing = null;
-    if (failure) throw failure.error;
-  };
+  const inFlight = new ChunkInFlight(commit);
   /** Waits for the chunk in flight, then sends this one; false when the import is to stop instead. */
   const submit = async (): Promise<boolean> => {
-    await settle();
+    await inFlight.settle();
     // An abort during the chunk in flight stops before the next one, the file's last chunk included.
     if (result.nextIndex >= total || signal?.aborted) return false;
     // Another runner of this import may have committed some of these rows already.
     const taken = chunk.take(result.nextIndex);
-    if (taken) committing = commit(taken).catch((error: unknown) => void (failure = { error }));
+    if (taken) inFlight.start(taken);
     return true;
   };
   // The chunk that ends the file waits for the end of the file: only then is all of it verified.
@@ -207,10 +200,10 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
       }
     }
     if (chunk.count > 0) await submit();
-    await settle();
+    await inFlight.settle();
   } catch (error) {
     // Never return while a chunk is still committing; the error that stopped the import wins.
-    await settle().catch(() => undefined);
+    await inFlight.settle().catch(() => undefined);
     throw error;
   } finally {
     await committer?.close();

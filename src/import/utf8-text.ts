@@ -21,7 +21,12 @@ export function startsWithBom(bytes: Uint8Array): boolean {
 export class Utf8Text {
   private pending: Buffer | null = null;
   /** Bytes before the start of `pending` (or of the next chunk). */
-  private offset = 0;
+  private offset: number;
+
+  /** `offset`: bytes of the input before the first chunk (a decoder taking over from another reader). */
+  constructor(offset = 0) {
+    this.offset = offset;
+  }
 
   /** Decodes the complete characters of the chunk; on invalid bytes, only those before the first one. */
   write(chunk: Uint8Array): DecodedChunk {

@@ -4,19 +4,24 @@ import { DatabaseError, FingerprintMismatchError, InvalidArgumentError, InvalidI
 import { progressSince, type Progress } from '../../core/progress';
 import { traced } from '../../core/telemetry';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
-import { type BoundStatement, dialectOf, type RecordConflict } from '../../dialect';
+import { type BoundStatement, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
+import { ChunkInFlight } from '../chunk-in-flight';
 import { beginIn, fingerprintMismatch } from '../begin';
 import { DuplicateIds } from '../duplicate-ids';
 import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from '../source-blocks';
-import { type CsvOptions, gunzipped, readRecords, type SourceItem, validateCsvOptions } from './record-readers';
-import { type Evaluated, type RecordMap, RecordRows } from './record-rows';
+import type { StorableValues } from './column-values';
+import { csvCopyGroups, readsAsBytes } from './csv-copy-rows';
+import { type CsvOptions, gunzipped, readRecords, validateCsvOptions } from './record-readers';
+import { type Evaluated, itemGroup, type RecordMap, RecordRows, type RowGroup } from './record-rows';
 import { type TargetTable, targetTable } from './target-table';
 import {
   copiesInOneRoundTrip,
   copyChunkTransaction,
+  type CopiedRows,
+  copyRow,
   firstExistingKey,
   type RecordRow,
   type Reject,
@@ -94,6 +99,9 @@ interface Plan extends RecordsCall {
   csv: CsvOptions;
   check: boolean;
   durable: boolean;
+  storable: StorableValues;
+  /** A CSV `into` a table without `map` whose records `csvCopyGroups` reads as bytes. */
+  bytes: boolean;
 }
 
 /** What pass 1 found. */
@@ -156,11 +164,22 @@ async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan>
     csv: options.csv ?? {},
     check: options.check === true,
     durable: options.durable === true,
+    storable,
+    bytes: call.format === 'csv' && target !== null && options.map === undefined && readsAsBytes(options.csv ?? {}),
   };
 }
 
-function sourceItems(plan: Plan, blocks: AsyncIterable<Buffer>): AsyncGenerator<SourceItem[]> {
-  return readRecords(plan.format, plan.gzip ? gunzipped(blocks) : blocks, plan.csv);
+/**
+ * The source's rows in groups. A CSV `into` a table is read as bytes (`csvCopyGroups`), its valid
+ * rows with their values only when asked for (their key's always).
+ */
+async function* sourceGroups(plan: Plan, blocks: AsyncIterable<Buffer>, values: boolean): AsyncGenerator<RowGroup> {
+  const input = plan.gzip ? gunzipped(blocks) : blocks;
+  if (plan.bytes) {
+    yield* csvCopyGroups(input, plan.csv, plan.rows, plan.target!, plan.storable, values);
+    return;
+  }
+  for await (const items of readRecords(plan.format, input, plan.csv)) yield itemGroup(items, plan.rows);
 }
 
 function rowError(error: RowError): InvalidInputError {
@@ -206,9 +225,9 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
   let skipped = 0;
   let invalid = 0;
   try {
-    scanning: for await (const group of sourceItems(plan, recordedBlocks(plan.path, record))) {
-      for (const item of group) {
-        const evaluated = plan.rows.evaluate(item);
+    scanning: for await (const group of sourceGroups(plan, recordedBlocks(plan.path, record), false)) {
+      for (let r = 0; r < group.length; r++) {
+        const evaluated = group.evaluate(r, null);
         total++;
         if (evaluated.kind === 'skipped') {
           skipped++;
@@ -266,13 +285,14 @@ async function keysAt(plan: Plan, record: SourceRecord, indexes: number[]): Prom
   const wanted = new Set(indexes);
   const last = indexes[indexes.length - 1];
   const keys = new Map<number, string>();
-  for await (const group of sourceItems(plan, verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }))) {
-    for (const item of group) {
-      if (!wanted.has(item.index)) continue;
-      const evaluated = plan.rows.evaluate(item);
-      if (evaluated.kind === 'row' && evaluated.key !== null) keys.set(item.index, evaluated.key);
+  for await (const group of sourceGroups(plan, verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }), false)) {
+    for (let r = 0; r < group.length; r++) {
+      const index = group.index(r);
+      if (!wanted.has(index)) continue;
+      const evaluated = group.evaluate(r, null);
+      if (evaluated.kind === 'row' && evaluated.key !== null) keys.set(index, evaluated.key);
     }
-    if (group.length > 0 && group[group.length - 1].index >= last) break;
+    if (group.length > 0 && group.index(group.length - 1) >= last) break;
   }
   return keys;
 }
@@ -285,6 +305,8 @@ interface Chunk {
   rejects: Reject[];
   /** Rows `map` skipped. */
   skipped: number[];
+  /** The rows as COPY text, written as they were read (`csvCopyGroups`). */
+  copied: CopiedRows | null;
 }
 
 /** Pass 2: begin or resume the import, then commit the rows from the checkpoint on, chunk by chunk. */
@@ -307,6 +329,9 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     plan.target && !plan.conflict && dialectOf(dataSource).copyRows && !joinsTransaction(db) && isolation === undefined
       ? () => (runner ??= dataSource.createQueryRunner())
       : null;
+  // A CSV whose rows go by COPY on the held connection is written as COPY text as it is read.
+  const copying = held !== null && plan.bytes && !plan.target!.table.schema ? new CopyText() : null;
+  let copyColumns: number[] | null = null;
   const startedAt = Date.now();
   let bytes = 0;
   let chunks = 0;
@@ -329,49 +354,50 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     chunks++;
     onProgress?.(progressSince(startedAt, { name: batch, batches: chunks, items: result.rows, total, bytes, totalBytes: record.bytes }));
   };
-  // One chunk commits while the next one is read and converted; chunks still commit in order.
-  let committing: Promise<void> | null = null;
-  let failure: { error: unknown } | null = null;
-  const settle = async () => {
-    await committing;
-    committing = null;
-    if (failure) throw failure.error;
-  };
+  const inFlight = new ChunkInFlight(commit);
   /** Waits for the chunk in flight, then sends this one; false when the import is to stop instead. */
   const submit = async (): Promise<boolean> => {
-    await settle();
+    await inFlight.settle();
     if (result.nextIndex >= total || signal?.aborted) return false;
+    // The chunk before this one has committed: the COPY text it took can be reused (`CopyText.take`).
+    if (copying) chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [] };
     // Another runner of this import may have committed some of these rows already.
     const taken = rowsFrom(chunk, result.nextIndex);
     chunk = emptyChunk(taken.start + taken.count);
-    if (taken.count > 0) committing = commit(taken).catch((error: unknown) => void (failure = { error }));
+    if (taken.count > 0) inFlight.start(taken);
     return true;
   };
   const stopped = () => ({ ...result, done: result.nextIndex >= total });
   try {
     const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (bytes = read) });
-    for await (const group of unchanged(sourceItems(plan, blocks), batch, record)) {
-      for (const item of group) {
+    for await (const group of unchanged(sourceGroups(plan, blocks, copying === null), batch, record)) {
+      for (let r = 0; r < group.length; r++) {
+        const index = group.index(r);
         // Rows committed before this call are behind the checkpoint.
-        if (item.index < chunk.start) continue;
-        while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < item.index) duplicate++;
-        let evaluated: Evaluated = plan.rows.evaluate(item);
-        if (evaluated.kind === 'row' && scan.duplicates[duplicate] === item.index) evaluated = { kind: 'invalid', ...duplicateError(plan, item.index) };
+        if (index < chunk.start) continue;
+        while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < index) duplicate++;
+        const repeated = scan.duplicates[duplicate] === index;
+        let evaluated: Evaluated = group.evaluate(r, repeated ? null : copying);
+        if (evaluated.kind === 'row' && repeated) evaluated = { kind: 'invalid', ...duplicateError(plan, index) };
         chunk.count++;
-        if (evaluated.kind === 'row') chunk.rows.push(evaluated);
-        else if (evaluated.kind === 'skipped') chunk.skipped.push(item.index);
-        else if (plan.lenient) chunk.rejects.push({ index: item.index, reason: rejectReason(evaluated), raw: item.raw });
+        if (evaluated.kind === 'row') {
+          chunk.rows.push(evaluated);
+          // Rows read after `csvCopyGroups` handed the rest of the file over are written here, in the same column order.
+          if (copying && group.copies) copyColumns = evaluated.columns;
+          else if (copying) copyRow(copying, evaluated.values, (copyColumns ??= evaluated.columns));
+        } else if (evaluated.kind === 'skipped') chunk.skipped.push(index);
+        else if (plan.lenient) chunk.rejects.push({ index, reason: rejectReason(evaluated), raw: group.raw(r) });
         else throw changedBetweenPasses(batch, record);
         // The chunk that ends the file waits for the end of the file: only then is all of it verified.
-        if (chunk.count === size && item.index + 1 < total && !(await submit())) return stopped();
+        if (chunk.count === size && index + 1 < total && !(await submit())) return stopped();
       }
     }
     if (chunk.count > 0) await submit();
-    await settle();
+    await inFlight.settle();
     return stopped();
   } catch (error) {
     // Never return while a chunk is still committing; the error that stopped the import wins.
-    await settle().catch(() => undefined);
+    await inFlight.settle().catch(() => undefined);
     throw error;
   } finally {
     await (runner as QueryRunner | null)?.release();
@@ -379,19 +405,22 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
 }
 
 function emptyChunk(start: number): Chunk {
-  return { start, count: 0, rows: [], rejects: [], skipped: [] };
+  return { start, count: 0, rows: [], rejects: [], skipped: [], copied: null };
 }
 
 /** The chunk's rows from source row `from` on (those before are committed already). */
 function rowsFrom(chunk: Chunk, from: number): Chunk {
   if (from <= chunk.start) return chunk;
   const end = chunk.start + chunk.count;
+  const rows = chunk.rows.filter((row) => row.index >= from);
+  const copied = chunk.copied && { ...chunk.copied, rows: skipCopyRows(chunk.copied.rows, chunk.rows.length - rows.length) };
   return {
     start: Math.min(from, end),
     count: Math.max(0, end - from),
-    rows: chunk.rows.filter((row) => row.index >= from),
+    rows,
     rejects: chunk.rejects.filter((reject) => reject.index >= from),
     skipped: chunk.skipped.filter((index) => index >= from),
+    copied,
   };
 }
 
@@ -432,7 +461,7 @@ async function commitChunk(
   const write: RowWrite | null = plan.target
     ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
     : null;
-  if (held && write && copiesInOneRoundTrip(held().manager, rows, write)) return commitHeld(plan, digest, chunk, write, held());
+  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, digest, chunk, write, held());
   let writing = false;
   try {
     return await transact(plan.db, async (tx) => {
@@ -473,7 +502,7 @@ async function commitHeld(plan: Plan, digest: string, chunk: Chunk, write: RowWr
   const { start, count, rows, rejects } = chunk;
   for (let attempt = 1; ; attempt++) {
     try {
-      if (await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write)) return { next: start + count, advanced: true };
+      if (await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied)) return { next: start + count, advanced: true };
       break;
     } catch (error) {
       if (error instanceof InvalidInputError) throw (await firstExistingKey(runner.manager, rows, write).catch(() => null)) ?? error;

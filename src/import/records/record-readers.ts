@@ -91,9 +91,9 @@ export async function* gunzipped(blocks: AsyncIterable<Buffer>): AsyncGenerator<
 }
 
 /** Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. */
-async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined): AsyncGenerator<string> {
-  const decoder = new Utf8Text();
-  let first = true;
+async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined, resume?: CsvResume): AsyncGenerator<string> {
+  const decoder = new Utf8Text(resume?.offset);
+  let first = resume === undefined;
   const invalid = (offset: number) => new InvalidInputError(`The file is not valid UTF-8 (byte ${offset}).`, at());
   for await (let block of blocks) {
     if (first && startsWithBom(block)) block = block.subarray(3);
@@ -235,10 +235,20 @@ async function* ndjsonRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<Sou
 
 const GROUP = 1024;
 
+/** Where a CSV reader takes over from another one: at a record's start, after the header (if read) and `index` rows. */
+export interface CsvResume {
+  header: string[] | null;
+  index: number;
+  /** The record delimiter found so far, else null (found from the input). */
+  delimiter: '\r\n' | '\n' | '\r' | null;
+  /** Bytes of the input before the first block (after a BOM, which is not looked for again). */
+  offset: number;
+}
+
 /** CSV records (RFC 4180 as csv-parse reads it, with the given delimiter, quote and escape) mapped to the header's names. */
-async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): AsyncGenerator<SourceItem[]> {
-  let index = 0;
-  let header: string[] | null = csv.columns ?? null;
+export async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions, resume?: CsvResume): AsyncGenerator<SourceItem[]> {
+  let index = resume?.index ?? 0;
+  let header: string[] | null = csv.columns ?? resume?.header ?? null;
   const nullText = csv.null;
   const parser = new Parser({
     delimiter: csv.delimiter ?? ',',
@@ -247,12 +257,13 @@ async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): Asyn
     relax_column_count: true,
     skip_empty_lines: true,
     raw: true,
+    ...(resume?.delimiter ? { record_delimiter: resume.delimiter } : {}),
   });
   const delimiter = csv.delimiter ?? ',';
   const quote = csv.quote ?? '"';
   const escape = csv.escape ?? quote;
   const nullCandidate = nullText ?? '';
-  const source = Readable.from(utf8Texts(blocks, () => index), { objectMode: false });
+  const source = Readable.from(utf8Texts(blocks, () => index, resume), { objectMode: false });
   source.on('error', (error) => parser.destroy(error));
   source.pipe(parser);
   let items: SourceItem[] = [];
@@ -265,7 +276,7 @@ async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): Asyn
         for (let f = 0; f < record.length; f++) if (record[f] === nullCandidate && !quoted[f]) record[f] = null;
       }
       if (header === null) {
-        header = checkHeader(record, (message) => new InvalidInputError(`The CSV header ${message}`));
+        header = csvHeader(record);
         continue;
       }
       const text = raw.replace(/\r?\n$|\r$/, '');
@@ -302,6 +313,11 @@ async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions): Asyn
   }
   if (items.length > 0) yield items;
   if (header === null) throw new InvalidInputError('The CSV is empty: it needs a header row (or csv.columns).');
+}
+
+/** The header record's names; INVALID_INPUT for an empty or repeated one. */
+export function csvHeader(record: unknown[]): string[] {
+  return checkHeader(record, (message) => new InvalidInputError(`The CSV header ${message}`));
 }
 
 /** Which fields of one CSV record's text were quoted (the text as csv-parse read it). */

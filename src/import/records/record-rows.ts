@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../../core/errors';
+import type { CopyText } from '../../dialect';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
 import { jsonText, plainJson } from './json-values';
 import type { SourceItem } from './record-readers';
@@ -11,6 +12,33 @@ export type Evaluated =
   | { kind: 'row'; index: number; values: ColumnValue[]; columns: number[]; record: Record<string, unknown> | null; key: string | null }
   | { kind: 'skipped'; index: number }
   | { kind: 'invalid'; index: number; field: string | null; reason: string };
+
+/** One group of source rows as the passes read them, however the source was read. */
+export interface RowGroup {
+  readonly length: number;
+  /** Source position of row `r` of the group. */
+  index(r: number): number;
+  /** The row's source text. */
+  raw(r: number): string;
+  /**
+   * Row `r` evaluated. With `copy`, a reader that writes COPY text (`csvCopyGroups`) appends a
+   * valid row there, its values left out of the result; others ignore it.
+   */
+  evaluate(r: number, copy: CopyText | null): Evaluated;
+  /** True when `evaluate` appends valid rows to `copy`. */
+  readonly copies: boolean;
+}
+
+/** Source items as a row group, evaluated by `rows`. */
+export function itemGroup(items: SourceItem[], rows: RecordRows): RowGroup {
+  return {
+    length: items.length,
+    index: (r) => items[r].index,
+    raw: (r) => items[r].raw,
+    evaluate: (r) => rows.evaluate(items[r]),
+    copies: false,
+  };
+}
 
 /**
  * Turns source rows into rows to write, the same way in both passes (so `map` must be pure):
@@ -74,8 +102,12 @@ export class RecordRows {
       }
     }
     filled.sort((a, b) => a - b);
-    const key = this.keyColumns ? JSON.stringify(this.keyColumns.map((at) => values[at] ?? null)) : null;
-    return { kind: 'row', index, values, columns: filled, record: null, key };
+    return { kind: 'row', index, values, columns: filled, record: null, key: this.keyOf(values) };
+  }
+
+  /** The key of a row's converted values (null without `key`). */
+  keyOf(values: ColumnValue[]): string | null {
+    return this.keyColumns ? JSON.stringify(this.keyColumns.map((at) => values[at] ?? null)) : null;
   }
 
   /** Records mode without `into`: the record as the handler gets it (numbers as JavaScript numbers). */

@@ -3,7 +3,7 @@ import { classifyDatabaseError, errorCodes, ownStatementError } from '../../core
 import { InvalidInputError } from '../../core/errors';
 import { run } from '../../core/run-statement';
 import { dataSourceOf } from '../../core/transaction';
-import { type BoundStatement, CopyText, dialectOf, type RecordConflict } from '../../dialect';
+import { type BoundStatement, type CopyRows, CopyText, dialectOf, type RecordConflict } from '../../dialect';
 import { assertingAdvance, BEGIN, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
 import type { ColumnValue } from './column-values';
 import type { Evaluated } from './record-rows';
@@ -95,6 +95,12 @@ export interface RowWrite {
   before: BoundStatement[];
 }
 
+/** A chunk's rows written as COPY text already, the fields of each in `columns` order. */
+export interface CopiedRows {
+  rows: CopyRows;
+  columns: number[];
+}
+
 /** The rows fill the same columns, so one COPY takes them all. */
 function sameColumns(rows: RecordRow[]): boolean {
   const first = rows[0]?.columns.join(',');
@@ -121,16 +127,20 @@ export async function copyChunkTransaction(
   rows: RecordRow[],
   rejects: Reject[],
   write: RowWrite,
+  written: CopiedRows | null = null,
 ): Promise<boolean> {
   const tx = runner.manager;
   const dialect = dialectOf(dataSourceOf(tx));
   const { target } = write;
-  const columns = rows[0]?.columns ?? [];
-  const text = new CopyText();
-  for (const row of rows) copyRow(text, row.values, columns);
-  const copied = text.take();
+  const columns = written?.columns ?? rows[0]?.columns ?? [];
+  let copied = written?.rows;
+  if (!copied) {
+    const text = new CopyText();
+    for (const row of rows) copyRow(text, row.values, columns);
+    copied = text.take();
+  }
   // Every source row of the chunk is written, rejected or skipped by `map`.
-  const counts = { rows: rows.length, skipped: count - rows.length - rejects.length };
+  const counts = { rows: copied.rows, skipped: count - copied.rows - rejects.length };
   const rejected: BoundStatement[] = statementsOf(rejects, REJECT_COLUMNS.length).map((part) => ({
     sql: dialect.insertRecords({ name: REJECTS }, REJECT_COLUMNS, part.length),
     parameters: part.flatMap((reject) => [batch, reject.index, reject.reason, rawText(reject.raw, dialect.storable.textHoldsNul)]),
@@ -191,15 +201,20 @@ export async function writeRows(tx: EntityManager, rows: RecordRow[], write: Row
 
 const NULL_FIELD = Buffer.from('\\N');
 
-function copyRow(text: CopyText, values: ColumnValue[], columns: number[]): void {
+/** A row's values as a row of COPY text, fields in `columns` order. */
+export function copyRow(text: CopyText, values: ColumnValue[], columns: number[]): void {
   for (let c = 0; c < columns.length; c++) {
     if (c > 0) text.tab();
-    const value = values[columns[c]];
-    if (value === null) text.raw(NULL_FIELD);
-    else if (typeof value === 'boolean') text.raw(value ? T : F);
-    else text.text(typeof value === 'number' ? String(value) : value);
+    copyValue(text, values[columns[c]]);
   }
   text.endRow();
+}
+
+/** One converted value as a field of COPY text. */
+export function copyValue(text: CopyText, value: ColumnValue): void {
+  if (value === null) text.raw(NULL_FIELD);
+  else if (typeof value === 'boolean') text.raw(value ? T : F);
+  else text.text(typeof value === 'number' ? String(value) : value);
 }
 
 const T = Buffer.from('t');
