@@ -3,8 +3,9 @@ import { createServer, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'chai';
 import { type DataSource, Table } from 'typeorm';
-import { CheckpointManager, eachBatch, eachPartition, importAll, importFile, listPartitions, type PartitionInfo, sqlSource, step } from '../../src';
+import { CheckpointManager, createDashboard, type DashboardOptions, eachBatch, eachPartition, importAll, importFile, listPartitions, type PartitionInfo, sqlSource, step } from '../../src';
 import { sql } from './database';
 
 /** Names and messages that would run or break the page if they were not escaped. */
@@ -129,6 +130,40 @@ export async function makePartitionedState(db: DataSource): Promise<PartitionedS
 export interface Served {
   url: string;
   close(): Promise<void>;
+}
+
+/**
+ * For a mocha suite: `listen(listener)` serves on a free port and `start(options)` serves a
+ * dashboard over `ds()` (both closed after the suite); `json(url)` fetches an API page, expecting
+ * 200 and JSON.
+ */
+export function useDashboardServers(ds: () => DataSource): {
+  listen(listener: RequestListener): Promise<Served>;
+  start(options?: DashboardOptions): Promise<string>;
+  json<T>(url: string): Promise<T>;
+} {
+  const servers: Served[] = [];
+  after(async () => {
+    for (const server of servers) await server.close();
+  });
+  const listen = async (listener: RequestListener) => {
+    const server = await serve(listener);
+    servers.push(server);
+    return server;
+  };
+  return {
+    listen,
+    async start(options = {}) {
+      const handler = createDashboard(ds(), options);
+      return (await listen((req, res) => void handler(req, res))).url;
+    },
+    async json<T>(url: string): Promise<T> {
+      const response = await fetch(url);
+      expect(response.status, url).to.equal(200);
+      expect(response.headers.get('content-type')).to.match(/^application\/json/);
+      return (await response.json()) as T;
+    },
+  };
 }
 
 /** Serves `listener` on 127.0.0.1 at a free port. */
