@@ -173,7 +173,10 @@ class CsvFieldRows {
   private readonly plans: FieldPlan[] = [];
   private readonly columns: number[] = [];
   private readonly missing: RecordColumn | undefined;
+  /** Some column is kept (the key's or the primary key's). */
   private readonly keyed: boolean;
+  /** Rows have a key (`key`), made of kept values. */
+  private readonly hasKey: boolean;
   private readonly nullBytes: Buffer | null;
   /** What the last accepted value read: an integer's number, a boolean, where a numeric's or timestamp's canonical text ends. */
   private integerRead = 0;
@@ -212,6 +215,7 @@ class CsvFieldRows {
       });
     }
     this.keyed = this.plans.some((plan) => plan.keyed);
+    this.hasKey = rows.keyColumnNames() !== null;
     this.missing = target.columns.find((column, at) => !this.columns.includes(at) && !column.nullable && !column.hasDefault);
   }
 
@@ -236,7 +240,8 @@ class CsvFieldRows {
     const base = spans.fieldsAt[record];
     const { bytes, starts, ends } = spans;
     const mark = copy === null ? 0 : copy.byteLength;
-    const values = this.keyed || this.withValues ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
+    // Values are kept to bind them, for the key, and in a COPY chunk for naming a row whose key exists.
+    const values = this.withValues || this.hasKey || (this.keyed && copy !== null) ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
     const plans = this.plans;
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i];
@@ -253,7 +258,7 @@ class CsvFieldRows {
       return { kind: 'invalid' as const, index, field: this.missing.name, reason: `no field fills the NOT NULL column "${this.missing.name}"` };
     }
     copy?.endRow();
-    return { kind: 'row' as const, index, values, columns: this.columns, record: null, key: this.keyed ? this.rows.keyOf(values) : null };
+    return { kind: 'row' as const, index, values, columns: this.columns, record: null, key: this.hasKey ? this.rows.keyOf(values) : null };
   }
 
   /** Checks one field (and writes it to `copy`): null when it is valid, else why not. */
@@ -261,10 +266,8 @@ class CsvFieldRows {
     if (this.nullBytes === null ? start === end : end - start === this.nullBytes.length && this.nullBytes.equals(bytes.subarray(start, end))) {
       return this.converted(plan, null, copy, values);
     }
-    // A kept value is needed as `convertValue` gives it: an integer's is the number read.
-    if (plan.keyed && plan.check !== Check.Integer && !this.withValues) return this.converted(plan, bytes.toString('utf8', start, end), copy, values);
     if (this.accepted(plan, bytes, start, end, copy)) {
-      if (values !== NO_VALUES) values[plan.at] = this.valueOf(plan, bytes, start, end);
+      if (values !== NO_VALUES && (this.withValues || plan.keyed)) values[plan.at] = this.valueOf(plan, bytes, start, end);
       return null;
     }
     return this.converted(plan, bytes.toString('utf8', start, end), copy, values);
@@ -274,7 +277,7 @@ class CsvFieldRows {
   private converted(plan: FieldPlan, text: string | null, copy: CopyText | null, values: ColumnValue[]): string | null {
     const converted = convertValue(text, plan.column, this.storable);
     if ('reason' in converted) return converted.reason;
-    if (values !== NO_VALUES) values[plan.at] = converted.value;
+    if (values !== NO_VALUES && (this.withValues || plan.keyed)) values[plan.at] = converted.value;
     if (copy !== null) copyValue(copy, converted.value);
     return null;
   }
