@@ -376,5 +376,8 @@ describe('dashboard html templates', function () {
     );
     expect(html`<ul>${['<1>', html`<li>${'2'}</li>`]}</ul>`.text).to.equal('<ul>&lt;1&gt;<li>2</li></ul>');
     expect(html`${null}${undefined}${false}${0}${raw('<br>')}`.text).to.equal('0<br>');
+    // Each special character alone, after plain text: the scan for one must see every kind, anywhere.
+    const alone = ['&', '<', '>', '"', "'", '`'].map((c) => html`${`plain text ${c}`}`.text);
+    expect(alone).to.deep.equal(['&amp;', '&lt;', '&gt;', '&quot;', '&#39;', '&#96;'].map((e) => `plain text ${e}`));
   });
 });
