@@ -13,6 +13,9 @@ export interface View {
   readonly query: URLSearchParams;
 }
 
+/** The attribute of the tab or navigation link of the page shown. */
+export const CURRENT_PAGE = html` aria-current="page"`;
+
 const NAV: [path: string, label: string][] = [
   ['', 'Overview'],
   ['jobs', 'Jobs'],
@@ -133,7 +136,7 @@ export function layout(view: View, heading: string, body: Html): Html {
 <body>
 <header class="top">
 <a class="brand" href="${view.base}">${view.title}</a>
-<nav class="tabs">${NAV.map(([path, label]) => html`<a href="${href(view, path)}"${current === path ? html` aria-current="page"` : ''}>${label}</a>`)}</nav>
+<nav class="tabs">${NAV.map(([path, label]) => html`<a href="${href(view, path)}"${current === path ? CURRENT_PAGE : ''}>${label}</a>`)}</nav>
 ${view.canWrite ? '' : html`<span class="badge">read-only</span>`}
 </header>
 <main id="dashboard-main" data-refresh-ms="${view.refreshMs}">
