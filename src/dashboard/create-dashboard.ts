@@ -178,7 +178,8 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
   return async (req, res, next) => {
     try {
       const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
-      const originalPath = new URL(req.originalUrl ?? req.url ?? '/', 'http://dashboard.invalid').pathname;
+      // Parsed again only when a framework rewrote req.url (Express's originalUrl keeps the mount point).
+      const originalPath = req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : new URL(req.originalUrl, 'http://dashboard.invalid').pathname;
       // The mount point itself without its slash: relative links need it, so redirect.
       if (url.pathname === '/' && !originalPath.endsWith('/')) {
         res.statusCode = 302;
