@@ -321,12 +321,14 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     const longAgo = Date.now() - 11 * 60 * 1000;
     // As if the job and its ranges had last moved 11 minutes ago (no clock of the dashboard's to turn).
     await db.ds.query(sql('UPDATE checkpoint_partitions SET updated_at = ? WHERE job_name = ?'), [longAgo, state.job]);
-    await db.ds.query(sql('UPDATE checkpoint_jobs SET updated_at = ? WHERE name = ?'), [longAgo, state.job]);
+    // The job's own row older still: its last commit is its ranges'.
+    await db.ds.query(sql('UPDATE checkpoint_jobs SET updated_at = ? WHERE name = ?'), [longAgo - 60 * 60 * 1000, state.job]);
     const stalled = await json<JobsData>(`${base}/api/jobs?state=stalled`);
     expect(stalled.items.map((job) => [job.name, job.stalled])).to.deep.equal([[state.job, true]]);
     expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items).to.deep.equal([]);
     const overview = await json<OverviewData>(`${base}/api/overview`);
     expect(overview.problems.map((problem) => [problem.kind, problem.count])).to.deep.equal([['stalled-jobs', 1]]);
+    expect(overview.problems[0].examples).to.deep.equal([{ name: state.job, detail: `last commit ${formatTime(longAgo)}` }]);
     expect(overview.jobs).to.deep.equal({ running: 0, stalled: 1, done: 0 });
     // One range committing again is enough to make it running.
     await db.ds.query(sql('UPDATE checkpoint_partitions SET updated_at = ? WHERE job_name = ? AND partition_index = ?'), [Date.now(), state.job, state.dead.index]);
@@ -381,5 +383,8 @@ describe('dashboard html templates', function () {
     );
     expect(html`<ul>${['<1>', html`<li>${'2'}</li>`]}</ul>`.text).to.equal('<ul>&lt;1&gt;<li>2</li></ul>');
     expect(html`${null}${undefined}${false}${0}${raw('<br>')}`.text).to.equal('0<br>');
+    // Each special character alone, after plain text: the scan for one must see every kind, anywhere.
+    const alone = ['&', '<', '>', '"', "'", '`'].map((c) => html`${`plain text ${c}`}`.text);
+    expect(alone).to.deep.equal(['&amp;', '&lt;', '&gt;', '&quot;', '&#39;', '&#96;'].map((e) => `plain text ${e}`));
   });
 });

@@ -123,18 +123,24 @@ function send(res: ServerResponse, status: number, type: string, body: string, h
   res.statusCode = status;
   res.setHeader('Content-Type', type);
   res.setHeader('X-Content-Type-Options', 'nosniff');
-  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-  res.end(body);
+  for (const name in headers) res.setHeader(name, headers[name]);
+  // Encoded once here: handed a string, Node measures its UTF-8 length and then encodes it again
+  // (a page has non-ASCII text such as '—', so both passes are the slow, two-byte kind).
+  res.end(Buffer.from(body, 'utf8'));
 }
 
+/** The headers of every page; the CSP only where the application has not set its own. */
+const PAGE_HEADERS: Record<string, string> = {
+  'Cache-Control': 'no-store',
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'same-origin',
+};
+const PAGE_CSP = "default-src 'self'; frame-ancestors 'none'";
+
 function sendPage(res: ServerResponse, status: number, body: Html): void {
-  send(res, status, 'text/html; charset=utf-8', body.text, {
-    'Cache-Control': 'no-store',
-    // The pages need nothing but their own assets; actions must not be clickable inside another site's frame.
-    ...(res.hasHeader('Content-Security-Policy') ? {} : { 'Content-Security-Policy': "default-src 'self'; frame-ancestors 'none'" }),
-    'X-Frame-Options': 'DENY',
-    'Referrer-Policy': 'same-origin',
-  });
+  // The pages need nothing but their own assets; actions must not be clickable inside another site's frame.
+  if (!res.hasHeader('Content-Security-Policy')) res.setHeader('Content-Security-Policy', PAGE_CSP);
+  send(res, status, 'text/html; charset=utf-8', body.text, PAGE_HEADERS);
 }
 
 function sendJson(res: ServerResponse, status: number, data: unknown): void {
@@ -174,7 +180,8 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
   return async (req, res, next) => {
     try {
       const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
-      const originalPath = new URL(req.originalUrl ?? req.url ?? '/', 'http://dashboard.invalid').pathname;
+      // Parsed again only when a framework rewrote req.url (Express's originalUrl keeps the mount point).
+      const originalPath = req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : new URL(req.originalUrl, 'http://dashboard.invalid').pathname;
       // The mount point itself without its slash: relative links need it, so redirect.
       if (url.pathname === '/' && !originalPath.endsWith('/')) {
         res.statusCode = 302;

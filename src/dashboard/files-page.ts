@@ -1,7 +1,7 @@
 import { keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { Conditions, type ListFilters, listFilters } from './list-query';
 import { type Html, html } from './html';
-import { backPath, formatCount, formatDuration, formatTime, layout, pager, type View } from './layout';
+import { backPath, CURRENT_PAGE, formatCount, formatDuration, formatTime, layout, pager, type View } from './layout';
 import { searchForm } from './jobs-page';
 import { type Throughput, throughputChart } from './throughput-chart';
 
@@ -139,8 +139,10 @@ export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promi
   return { page: 'files', filters, counts, throughput, items, next: page.next };
 }
 
+const DEAD_LETTER = html`<span class="state state-bad">dead letter</span>`;
+
 function statusBadge(file: FileView): Html {
-  if (file.dead) return html`<span class="state state-bad">dead letter</span>`;
+  if (file.dead) return DEAD_LETTER;
   const tone = file.status === 'completed' ? 'done' : file.status === 'failed' ? 'warn' : 'running';
   return html`<span class="state state-${tone}">${file.status}</span>`;
 }
@@ -189,6 +191,6 @@ function fileTabs(view: View, data: FilesData): Html {
   return html`<nav class="subtabs">${FILE_STATUSES.map((status) => {
     const link = new URLSearchParams({ ...base, status });
     link.delete('after');
-    return html`<a href="${view.base}files?${link.toString()}"${status === current ? html` aria-current="page"` : ''}>${status === 'dead' ? 'dead letters' : status} <span class="count">${formatCount(counts[status])}</span></a>`;
+    return html`<a href="${view.base}files?${link.toString()}"${status === current ? CURRENT_PAGE : ''}>${status === 'dead' ? 'dead letters' : status} <span class="count">${formatCount(counts[status])}</span></a>`;
   })}</nav>`;
 }

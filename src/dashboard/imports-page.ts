@@ -91,11 +91,14 @@ function count(n: number | null): string {
   return n === null ? '—' : formatCount(n);
 }
 
+const DONE = html`<span class="state state-done">done</span>`;
+const IN_PROGRESS = html`<span class="state state-running">in progress</span>`;
+
 export function renderImports(data: ImportsData, view: View): Html {
   const rows = data.items.map(
     (item) => html`<tr>
 <td class="name">${item.batch}</td>
-<td>${item.done ? html`<span class="state state-done">done</span>` : html`<span class="state state-running">in progress</span>`}</td>
+<td>${item.done ? DONE : IN_PROGRESS}</td>
 <td class="num">${formatCount(item.rows)}${item.total !== null ? html` / ${formatCount(item.total)}` : ''}</td>
 <td>${progressBar(item.rows, item.total)}</td>
 <td class="num">${count(item.written)}</td>

@@ -1,6 +1,6 @@
 import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatCount, formatDuration, formatRate, formatTime, href, layout, pager, type View, withQuery } from './layout';
+import { CURRENT_PAGE, formatCount, formatDuration, formatRate, formatTime, href, layout, pager, type View, withQuery } from './layout';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 import { hasDeadRange, loadPartitions, type PartitionsView, rangeCommittedSince, renderPartitions } from './partitions-hook';
 
@@ -119,20 +119,27 @@ export async function loadJobs(ctx: PageContext, query: URLSearchParams): Promis
   return { page: 'jobs', filters, items, next: page.next };
 }
 
+// Fixed markup a list repeats on every row: made once, not per row.
+const DONE = html`<span class="state state-done">done</span>`;
+const STALLED = html`<span class="state state-bad">stalled</span>`;
+const RUNNING = html`<span class="state state-running">running</span>`;
+const PARTITIONED = html` <span class="state">partitioned</span>`;
+const NO_RESET = html``;
+
 export function jobState(job: { done: boolean; stalled: boolean }): Html {
-  if (job.done) return html`<span class="state state-done">done</span>`;
-  return job.stalled ? html`<span class="state state-bad">stalled</span>` : html`<span class="state state-running">running</span>`;
+  if (job.done) return DONE;
+  return job.stalled ? STALLED : RUNNING;
 }
 
 /** The "Reset…" link to the confirmation page (only where writes are allowed). */
 export function resetLink(view: View, name: string): Html {
-  return view.canWrite ? html`<a class="action" href="${href(view, 'jobs/reset', { name })}">Reset…</a>` : html``;
+  return view.canWrite ? html`<a class="action" href="${href(view, 'jobs/reset', { name })}">Reset…</a>` : NO_RESET;
 }
 
 export function stateTabs(view: View, states: readonly string[], current: string, counts?: Record<string, number>): Html {
   return html`<nav class="subtabs">${states.map(
     (state) =>
-      html`<a href="${withQuery(view, { state, after: null })}"${state === current ? html` aria-current="page"` : ''}>${state}${
+      html`<a href="${withQuery(view, { state, after: null })}"${state === current ? CURRENT_PAGE : ''}>${state}${
         counts && counts[state] !== undefined ? html` <span class="count">${formatCount(counts[state])}</span>` : ''
       }</a>`,
   )}</nav>`;
@@ -147,7 +154,7 @@ export function searchForm(view: View, hidden: Record<string, string>, value: st
 export function renderJobs(data: JobsData, view: View): Html {
   const rows = data.items.map(
     (job) => html`<tr data-kind="${job.kind}">
-<td class="name">${job.name}${job.kind === 'partitioned' ? html` <span class="state">partitioned</span>` : ''}</td>
+<td class="name">${job.name}${job.kind === 'partitioned' ? PARTITIONED : ''}</td>
 <td>${jobState(job)}</td>
 <td class="num">${formatCount(job.items)}</td>
 <td class="num">${formatCount(job.batches)}</td>

@@ -13,6 +13,9 @@ export interface View {
   readonly query: URLSearchParams;
 }
 
+/** The attribute of the tab or navigation link of the page shown. */
+export const CURRENT_PAGE = html` aria-current="page"`;
+
 const NAV: [path: string, label: string][] = [
   ['', 'Overview'],
   ['jobs', 'Jobs'],
@@ -90,9 +93,16 @@ export function formatRate(perSecond: number | null): string {
   return perSecond === null ? '—' : `${perSecond >= 100 ? Math.round(perSecond) : perSecond.toFixed(1)}/s`;
 }
 
-/** 1234567 → "1,234,567" (by hand: `toLocaleString` costs more than the rest of a row). */
+const GROUPS = /\B(?=(\d{3})+(?!\d))/g;
+
+/** 1234567 → "1,234,567" (by hand: `toLocaleString` costs more than the rest of a row, and so did a regular expression per number). */
 export function formatCount(n: number): string {
-  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  const text = String(n);
+  if (!Number.isSafeInteger(n)) return text.replace(GROUPS, ',');
+  const sign = n < 0 ? 1 : 0;
+  let out = text.slice(0, sign + ((text.length - sign) % 3 || 3));
+  for (let i = out.length; i < text.length; i += 3) out += `,${text.slice(i, i + 3)}`;
+  return out;
 }
 
 /** Next-page and first-page links of a keyset-paginated list. */
@@ -126,7 +136,7 @@ export function layout(view: View, heading: string, body: Html): Html {
 <body>
 <header class="top">
 <a class="brand" href="${view.base}">${view.title}</a>
-<nav class="tabs">${NAV.map(([path, label]) => html`<a href="${href(view, path)}"${current === path ? html` aria-current="page"` : ''}>${label}</a>`)}</nav>
+<nav class="tabs">${NAV.map(([path, label]) => html`<a href="${href(view, path)}"${current === path ? CURRENT_PAGE : ''}>${label}</a>`)}</nav>
 ${view.canWrite ? '' : html`<span class="badge">read-only</span>`}
 </header>
 <main id="dashboard-main" data-refresh-ms="${view.refreshMs}">

@@ -3,7 +3,7 @@ import { type FileCounts, loadFileCounts } from './files-page';
 import { type Html, html } from './html';
 import { stalledCondition } from './jobs-page';
 import { formatCount, formatTime, href, layout, type View } from './layout';
-import { loadDeadRanges } from './partitions-hook';
+import { lastRangeCommit, loadDeadRanges } from './partitions-hook';
 
 const SAMPLE = 5;
 
@@ -34,7 +34,9 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
     const [stalledWhere, stalledParameters] = stalledCondition(ctx, true);
     const stalled = await query(`SELECT COUNT(*) AS ${q('n')} FROM ${q('checkpoint_jobs')} WHERE ${stalledWhere}`, stalledParameters);
     const stalledSample = await query(
-      `SELECT ${q('name')}, ${q('updated_at')} FROM ${q('checkpoint_jobs')} WHERE ${stalledWhere} ORDER BY ${q('updated_at')} LIMIT ${SAMPLE}`,
+      // A partitioned job's last commit is its ranges' (its own row's updated_at is older).
+      `SELECT ${q('name')}, ${q('updated_at')}, ${lastRangeCommit(ctx)} AS ${q('range_updated_at')} FROM ${q('checkpoint_jobs')} ` +
+        `WHERE ${stalledWhere} ORDER BY ${q('updated_at')} LIMIT ${SAMPLE}`,
       stalledParameters,
     );
     const imports = await query(
@@ -74,7 +76,7 @@ export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
       kind: 'stalled-jobs',
       count: jobs.stalled,
       path: 'jobs?state=stalled',
-      examples: jobs.stalledSample.map((row) => ({ name: String(row.name), detail: `last commit ${formatTime(toNumber(row.updated_at))}` })),
+      examples: jobs.stalledSample.map((row) => ({ name: String(row.name), detail: `last commit ${formatTime(Math.max(toNumber(row.updated_at), toNumber(row.range_updated_at)))}` })),
     },
     {
       kind: 'expired-leases',

@@ -68,6 +68,12 @@ export function rangeCommittedSince(ctx: PageContext, since: number): [string, u
   ];
 }
 
+/** The time of the last commit of any range of the `checkpoint_jobs` row (NULL for a job without ranges), as a column. */
+export function lastRangeCommit(ctx: PageContext): string {
+  const q = (name: string) => ctx.dialect.quote(name);
+  return `(SELECT MAX(${q('p')}.${q('updated_at')}) FROM ${q('checkpoint_partitions')} ${q('p')} WHERE ${q('p')}.${q('job_name')} = ${q('checkpoint_jobs')}.${q('name')})`;
+}
+
 /** The ranges of the named partitioned jobs (a page's worth; every name gets a view): one statement over the primary key. */
 export async function loadPartitions(ctx: PageContext, names: string[]): Promise<Map<string, PartitionsView>> {
   const views = new Map<string, PartitionsView>();

@@ -64,11 +64,14 @@ function prettyJson(step: StepView): string {
   }
 }
 
+const RECORDED = html`<span class="state state-done">recorded</span>`;
+const PENDING = html`<span class="state state-running">pending</span>`;
+
 export function renderSteps(data: StepsData, view: View): Html {
   const rows = data.items.map(
     (step) => html`<tr>
 <td class="name">${step.name}</td>
-<td>${step.recorded ? html`<span class="state state-done">recorded</span>` : html`<span class="state state-running">pending</span>`}</td>
+<td>${step.recorded ? RECORDED : PENDING}</td>
 <td>${formatTime(step.finishedAt)}</td>
 <td>${
       step.value === null
