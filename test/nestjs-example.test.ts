@@ -36,7 +36,14 @@ describe(`NestJS example: @FileProcessor in a worker process (${DRIVER})`, funct
 
       // Both slots (concurrency 2) taken by files in flight, three more claimed in the same batch and
       // waiting. (SQLite: d2's transaction waits for d1's, the one connection's, but it has started.)
-      await manager.register(files(['d1.hold', 'd2.hold', 'e.csv', 'f.csv', 'g.csv']));
+      // Registered in one transaction, d1 then d2 made older than the rest: the worker claims all five
+      // in one batch in that order (files registered together otherwise come in no particular order).
+      await db.ds.transaction(async (tx) => {
+        await new CheckpointManager(tx).register(files(['d1.hold', 'd2.hold', 'e.csv', 'f.csv', 'g.csv']));
+        for (const [name, older] of [['d1.hold', 2], ['d2.hold', 1]] as const) {
+          await tx.query(sql('UPDATE file_checkpoints SET created_at = created_at - ? WHERE file_url = ?'), [older, `s3://reports/${name}`]);
+        }
+      });
       await waitForEvent(child, 'processing', 's3://reports/d1.hold');
       if (DRIVER !== 'sqlite') await waitForEvent(child, 'processing', 's3://reports/d2.hold');
       child.process.kill('SIGTERM');
