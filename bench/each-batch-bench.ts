@@ -162,14 +162,11 @@ async function benchDriver(driver: BenchDriver, options: EachBatchBenchOptions):
         pair.ratio,
         { max: 1.1 },
       ),
-      result(
-        `eachBatch flat cost, last ${WINDOW}/first ${WINDOW} batches [${driver}]`,
-        libraryFlat,
-        'ratio',
-        null,
-        libraryFlat,
-        { max: 1.2 },
-      ),
+      // SQLite's inserts into a growing table slow down by themselves (the keyset loop's own figure
+      // below): there the cursor's cost is judged as a ratio to that loop's; both raw figures print.
+      driver === 'sqlite'
+        ? result(`eachBatch flat cost (last ${WINDOW}/first ${WINDOW}) vs the keyset loop's [${driver}]`, libraryFlat, 'ratio', keysetFlat, libraryFlat / keysetFlat, { max: 1.1 })
+        : result(`eachBatch flat cost, last ${WINDOW}/first ${WINDOW} batches [${driver}]`, libraryFlat, 'ratio', null, libraryFlat, { max: 1.2 }),
       // The same figure for the hand-written keyset loop: what the writes into a growing table cost by themselves.
       result(`keyset loop flat cost (same writes, no checkpoint), last ${WINDOW}/first ${WINDOW} batches [${driver}]`, keysetFlat, 'ratio', null, keysetFlat, null),
       result(`OFFSET loop flat cost, last ${WINDOW}/first ${WINDOW} batches [${driver}]`, offsetFlat, 'ratio', null, offsetFlat, null),
