@@ -1,6 +1,6 @@
 import { containsPattern, keysetPage, type PageContext, pageSize, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatCount, formatDuration, formatRate, formatTime, href, layout, pager, progressBar, type View } from './layout';
+import { formatCount, formatDuration, formatRate, formatTime, href, layout, NO_VALUE, pager, progressBar, type View } from './layout';
 import { searchForm } from './jobs-page';
 import { addImportRejects } from './import-rejects-hook';
 
@@ -104,7 +104,7 @@ export function renderImports(data: ImportsData, view: View): Html {
 <td class="num">${count(item.written)}</td>
 <td class="num">${count(item.chunks)}</td>
 <td class="num">${formatRate(item.rate)}</td>
-<td>${item.etaMs === null ? '—' : formatDuration(item.etaMs)}</td>
+<td>${item.etaMs === null ? NO_VALUE : formatDuration(item.etaMs)}</td>
 <td class="num">${count(item.skipped)}</td>
 <td class="num">${item.invalid > 0 ? html`<a href="${href(view, 'imports/rejects', { batch: item.batch })}">${formatCount(item.invalid)}</a>` : '0'}</td>
 <td>${formatTime(item.lastCommitAt)}</td>

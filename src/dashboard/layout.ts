@@ -16,6 +16,15 @@ export interface View {
 /** The attribute of the tab or navigation link of the page shown. */
 export const CURRENT_PAGE = html` aria-current="page"`;
 
+// Pages are all ASCII (see `escapeHtml`): their fixed markup writes other characters as entities.
+/** A cell without a value (an em dash). */
+export const NO_VALUE = html`&mdash;`;
+/** The mark of text cut short. */
+export const ELLIPSIS = html`&hellip;`;
+
+/** Error messages on the pages are cut at this many characters. */
+export const ERROR_CHARS = 500;
+
 const NAV: [path: string, label: string][] = [
   ['', 'Overview'],
   ['jobs', 'Jobs'],
@@ -108,8 +117,8 @@ export function formatCount(n: number): string {
 /** Next-page and first-page links of a keyset-paginated list. */
 export function pager(view: View, next: string | null): Html {
   const after = view.query.get('after');
-  return html`<nav class="pager">${after ? html`<a href="${withQuery(view, { after: null })}">« First page</a>` : ''}${
-    next !== null ? html`<a rel="next" href="${withQuery(view, { after: next })}">Next page »</a>` : ''
+  return html`<nav class="pager">${after ? html`<a href="${withQuery(view, { after: null })}">&laquo; First page</a>` : ''}${
+    next !== null ? html`<a rel="next" href="${withQuery(view, { after: next })}">Next page &raquo;</a>` : ''
   }</nav>`;
 }
 
@@ -128,7 +137,7 @@ export function layout(view: View, heading: string, body: Html): Html {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${heading} · ${view.title}</title>
+<title>${heading} &middot; ${view.title}</title>
 <link rel="icon" href="${view.base}assets/icon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="${view.base}assets/dashboard.css">
 <script src="${view.base}assets/dashboard.js" defer></script>
