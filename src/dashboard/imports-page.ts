@@ -2,7 +2,7 @@ import { containsPattern, keysetPage, type PageContext, pageSize, read, toNullab
 import { type Html, html } from './html';
 import { formatCount, formatDuration, formatRate, formatTime, href, layout, NO_VALUE, pager, progressBar, type View } from './layout';
 import { searchForm } from './jobs-page';
-import { addImportRejects } from './import-rejects-hook';
+import { invalidRowsColumn } from './import-rejects-hook';
 
 export interface ImportView {
   batch: string;
@@ -53,7 +53,8 @@ export async function loadImports(ctx: PageContext, query: URLSearchParams): Pro
   const rows = await read(ctx, (query) =>
     query(
       `SELECT ${q('id')}, ${q('digest')}, ${q('next_index')}, ${q('total_rows')}, ${q('updated_at')}, ` +
-        `${q('written_rows')}, ${q('skipped_rows')}, ${q('chunks')}, ${q('started_at')} FROM ${q('checkpoint_imports')}${where} ` +
+        `${q('written_rows')}, ${q('skipped_rows')}, ${q('chunks')}, ${q('started_at')}, ${invalidRowsColumn(ctx, 'invalid')} ` +
+        `FROM ${q('checkpoint_imports')}${where} ` +
         `ORDER BY ${q('id')} LIMIT ?`,
       [...parameters, filters.limit + 1],
     ),
@@ -76,14 +77,13 @@ export async function loadImports(ctx: PageContext, query: URLSearchParams): Pro
       lastCommitAt,
       written: toNullableNumber(row.written_rows),
       skipped: toNullableNumber(row.skipped_rows),
-      invalid: 0,
+      invalid: toNumber(row.invalid),
       chunks: toNullableNumber(row.chunks),
       startedAt,
       rate,
       etaMs: done || total === null || rate === null ? null : ((total - rows) * 1000) / rate,
     };
   });
-  await addImportRejects(ctx, items);
   return { page: 'imports', filters, items, next: page.next };
 }
 
