@@ -71,6 +71,9 @@ function interpolate(value: unknown): string {
 
 export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
   let out = strings[0];
-  for (let i = 0; i < values.length; i++) out += interpolate(values[i]) + strings[i + 1];
+  for (let i = 0; i < values.length; i++) {
+    out += interpolate(values[i]);
+    out += strings[i + 1];
+  }
   return new Html(out);
 }

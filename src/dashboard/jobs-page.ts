@@ -133,7 +133,8 @@ export function jobState(job: { done: boolean; stalled: boolean }): Html {
 
 /** The "Reset…" link to the confirmation page (only where writes are allowed). */
 export function resetLink(view: View, name: string): Html {
-  return view.canWrite ? html`<a class="action" href="${href(view, 'jobs/reset', { name })}">Reset&hellip;</a>` : NO_RESET;
+  // As `href(view, 'jobs/reset', { name })` would write it, without its general case on every row.
+  return view.canWrite ? html`<a class="action" href="${view.base}jobs/reset?name=${encodeURIComponent(name)}">Reset&hellip;</a>` : NO_RESET;
 }
 
 export function stateTabs(view: View, states: readonly string[], current: string, counts?: Record<string, number>): Html {

@@ -76,6 +76,21 @@ export function formatTime(ms: number | null): string {
   }
   const days = Math.floor(ms / DAY_MS);
   const seconds = Math.floor((ms - days * DAY_MS) / 1000);
+  // The times of a page are mostly of one day or two: the date of the last one is kept.
+  if (days !== lastDay) {
+    lastDay = days;
+    lastDate = formatDate(days);
+  }
+  const hh = Math.floor(seconds / 3600);
+  const mm = Math.floor((seconds % 3600) / 60);
+  return `${lastDate}${TWO_DIGITS[hh]}:${TWO_DIGITS[mm]}:${TWO_DIGITS[seconds % 60]}Z`;
+}
+
+let lastDay = NaN;
+let lastDate = '';
+
+/** `2026-12-01 ` of the day `days` after 1970-01-01. */
+function formatDate(days: number): string {
   const z = days + 719468;
   const era = Math.floor(z / 146097);
   const doe = z - era * 146097;
@@ -85,9 +100,7 @@ export function formatTime(ms: number | null): string {
   const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
   const month = mp < 10 ? mp + 3 : mp - 9;
   const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
-  const hh = Math.floor(seconds / 3600);
-  const mm = Math.floor((seconds % 3600) / 60);
-  return `${TWO_DIGITS[Math.floor(year / 100)]}${TWO_DIGITS[year % 100]}-${TWO_DIGITS[month]}-${TWO_DIGITS[day]} ${TWO_DIGITS[hh]}:${TWO_DIGITS[mm]}:${TWO_DIGITS[seconds % 60]}Z`;
+  return `${TWO_DIGITS[Math.floor(year / 100)]}${TWO_DIGITS[year % 100]}-${TWO_DIGITS[month]}-${TWO_DIGITS[day]} `;
 }
 
 export function formatDuration(ms: number | null): string {
