@@ -1,44 +1,34 @@
 import { mkdirSync } from 'node:fs';
 import { expect } from 'chai';
-import express from 'express';
-import type { Browser, Page } from 'playwright-core';
-import { launchChromium, visitLinks, watchProblems } from './support/browser';
-import { CheckpointManager, createDashboard, listPartitions } from '../src';
+import type { Page } from 'playwright-core';
+import { DASHBOARD_BASE as BASE, useDashboardBrowser, visitLinks } from './support/browser';
+import { CheckpointManager, listPartitions } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
-import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, type Served, serve } from './support/dashboard-state';
+import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS } from './support/dashboard-state';
+
+/** Resolves once the page has sent `n` more live-refresh requests and had their answers. */
+function refreshes(page: Page, n: number): Promise<void> {
+  let left = n;
+  return new Promise((resolve) => {
+    const seen = (response: { request(): { headers(): Record<string, string> } }) => {
+      if (response.request().headers()['x-dashboard-refresh'] !== '1' || --left > 0) return;
+      page.off('response', seen);
+      resolve();
+    };
+    page.on('response', seen);
+  });
+}
 
 describe(`dashboard in Chromium (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_browser');
-  let browser: Browser;
-  let server: Served;
   let state: DashboardState;
-  const BASE = '/admin/ops/';
 
   before(async () => {
     state = await makeState(db.ds);
-    browser = await launchChromium();
-    const app = express();
-    app.use((_req, res, next) => {
-      res.setHeader('Content-Security-Policy', "default-src 'self'");
-      next();
-    });
-    app.use('/admin/ops', createDashboard(db.ds, { refreshMs: 150, title: 'Ops <checkpoint>' }));
-    server = await serve(app);
   });
 
-  after(async () => {
-    await browser?.close();
-    await server?.close();
-  });
-
-  async function open(path: string): Promise<{ page: Page; problems: string[] }> {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    const problems = watchProblems(page);
-    const response = await page.goto(`${server.url}${BASE}${path}`);
-    expect(response?.status()).to.equal(200);
-    expect(response?.headers()['content-security-policy']).to.equal("default-src 'self'");
-    return { page, problems };
-  }
+  const dashboard = useDashboardBrowser(() => db.ds, { title: 'Ops <checkpoint>' });
+  const open = (path: string) => dashboard.open(path);
 
   it('renders every page from the state made through the API; hostile names and errors are text and run nothing', async () => {
     const expectations: [string, string[]][] = [
@@ -80,12 +70,11 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
     expect(cell('Chunks')).to.equal(String(RECORDS.chunks));
     expect(cell('Skipped')).to.equal(String(RECORDS.skipped));
     expect(cell('Invalid')).to.equal(String(RECORDS.invalid.length));
-    // The invalid count links to the batch's rejects. Followed by its href rather than a click: the
-    // page refreshes its data in place every 150 ms here, and a click landing on a row being
-    // replaced starts no navigation.
-    const link = await row.locator('a', { hasText: String(RECORDS.invalid.length) }).getAttribute('href');
-    expect(link).to.equal(`${BASE}imports/rejects?batch=${encodeURIComponent(HOSTILE.records)}`);
-    await page.goto(`${server.url}${link}`);
+    // The invalid count links to the batch's rejects: clicked while live refresh polls every 150 ms
+    // (an unchanged page is left as it is, and a click in progress is never swapped out from under it).
+    await refreshes(page, 2);
+    await row.locator('a', { hasText: String(RECORDS.invalid.length) }).click();
+    await page.waitForURL(`${dashboard.url}${BASE}imports/rejects?batch=${encodeURIComponent(HOSTILE.records)}`);
     // The row index cells' text (textContent: no dependence on layout, which innerText has).
     const rejected = await page.locator('main tbody tr td:first-child').allTextContents();
     expect(rejected).to.deep.equal(RECORDS.invalid.map(String));
@@ -99,6 +88,19 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
     const visited = await visitLinks(page, BASE);
     expect(visited).to.include.members([BASE, `${BASE}jobs`, `${BASE}steps`, `${BASE}imports`, `${BASE}files`]);
     expect(await page.evaluate('getComputedStyle(document.body).margin')).to.equal('0px');
+    expect(problems).to.deep.equal([]);
+    await page.close();
+  });
+
+  it('live refresh leaves an unchanged page as it is: the same nodes after several polls, a link clicked works', async () => {
+    const { page, problems } = await open('jobs');
+    await page.evaluate("window.__main = document.getElementById('dashboard-main')");
+    await refreshes(page, 4);
+    expect(await page.evaluate("window.__main === document.getElementById('dashboard-main')")).to.equal(true);
+    expect(await page.evaluate("document.documentElement.hasAttribute('data-refreshed')")).to.equal(false);
+    await page.locator('nav.subtabs a', { hasText: 'done' }).click();
+    await page.waitForURL(`${dashboard.url}${BASE}jobs?state=done`);
+    expect(await page.locator('main').innerText()).to.include(HOSTILE.job);
     expect(problems).to.deep.equal([]);
     await page.close();
   });
@@ -118,7 +120,7 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
   it('a click on Requeue makes the dead letter pending', async () => {
     const { page, problems } = await open('files?status=dead');
     await page.locator('tr', { hasText: HOSTILE.error }).getByRole('button', { name: 'Requeue' }).click();
-    await page.waitForURL(`${server.url}${BASE}files?status=dead`);
+    await page.waitForURL(`${dashboard.url}${BASE}files?status=dead`);
     const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as { status: string }[];
     expect(rows[0].status).to.equal('pending');
     expect(await page.locator('main').innerText()).to.include('No files.');
@@ -129,7 +131,7 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
       await manager.claimFile(state.deadUrl, 'csv', new Date(0));
       await manager.failFile(state.deadUrl, 'row 17: value is not an integer');
       await manager.processFile('s3://bucket/done.csv', 'csv', new Date(0), () => ({ totalRows: 120, filteredRows: 3, persistedRows: 117 }));
-      await page.goto(`${server.url}${BASE}files`);
+      await page.goto(`${dashboard.url}${BASE}files`);
       mkdirSync('docs', { recursive: true });
       await page.screenshot({ path: 'docs/dashboard.png', fullPage: true });
     }
@@ -140,38 +142,22 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
 
 describe(`dashboard in Chromium: partitioned jobs (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_browser_partitions');
-  let browser: Browser;
-  let server: Served;
   let state: PartitionedState;
-  const BASE = '/admin/ops/';
 
   before(async () => {
     state = await makePartitionedState(db.ds);
-    browser = await launchChromium();
-    const app = express();
-    app.use((_req, res, next) => {
-      res.setHeader('Content-Security-Policy', "default-src 'self'");
-      next();
-    });
-    app.use('/admin/ops', createDashboard(db.ds, { refreshMs: 150 }));
-    server = await serve(app);
   });
 
-  after(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const dashboard = useDashboardBrowser(() => db.ds);
 
   it('shows the dead range among the problems and per-range bars; a click on "Retry dead ranges" revives it', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    const problems = watchProblems(page);
-    await page.goto(`${server.url}${BASE}`);
+    const { page, problems } = await dashboard.open('');
     const overview = await page.locator('section[data-kind="dead-ranges"]').innerText();
     expect(overview).to.include('Dead ranges: 1').and.include(`${state.job} #${state.dead.index}`).and.include(HOSTILE.rangeError);
-    // Followed by its href (the page refreshes in place every 150 ms: a click may land on a replaced node).
-    const link = await page.locator('section[data-kind="dead-ranges"] h3 a').getAttribute('href');
-    expect(link).to.equal(`${BASE}jobs?state=dead`);
-    await page.goto(`${server.url}${link}`);
+    // Clicked while the page refreshes every 150 ms.
+    await refreshes(page, 2);
+    await page.locator('section[data-kind="dead-ranges"] h3 a').click();
+    await page.waitForURL(`${dashboard.url}${BASE}jobs?state=dead`);
 
     const row = page.locator('tr[data-kind="partitioned"]');
     expect(await row.locator('td.name').innerText()).to.include(state.job);
@@ -190,11 +176,11 @@ describe(`dashboard in Chromium: partitioned jobs (${DRIVER})`, function () {
     expect(await page.evaluate('window.__pwned')).to.equal(undefined);
 
     await row.getByRole('button', { name: 'Retry dead ranges' }).click();
-    await page.waitForURL(`${server.url}${BASE}jobs?state=dead`);
+    await page.waitForURL(`${dashboard.url}${BASE}jobs?state=dead`);
     expect(await page.locator('main').innerText()).to.include('No jobs.');
     const ranges = await listPartitions(db.ds, state.job);
     expect(ranges.find((range) => range.index === state.dead.index)!.status).to.equal('pending');
-    await page.goto(`${server.url}${BASE}jobs`);
+    await page.goto(`${dashboard.url}${BASE}jobs`);
     expect(await page.locator('tr[data-kind="partitioned"] .ranges .range-dead').count()).to.equal(0);
     expect(await page.locator('tr[data-kind="partitioned"] .ranges .range-pending').count()).to.equal(1);
     expect(problems).to.deep.equal([]);

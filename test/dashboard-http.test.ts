@@ -70,7 +70,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
       const page = await response.text();
       expect(page, path).to.not.include('<script>window');
       expect(page, path).to.not.match(/<img src=x/);
+      // All ASCII (sent as such): the names and errors outside ASCII are there as character references.
+      expect(page, path).to.match(/^[\x00-\x7f]*$/);
+      expect(response.headers.get('content-length'), path).to.equal(String(page.length));
     }
+    expect(await (await fetch(`${base}/jobs`)).text()).to.include('&#8212; &#220;n&#239;c&#246;d&#233; &#9731; &#20013;');
   });
 
   it("lists a batch's rejects in row order, keyset-paginated, escaped; the imports page links to them", async () => {
@@ -132,7 +136,8 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     const page = await (await fetch(`${base}/files?status=dead`)).text();
     expect(page).to.include('dead letter');
     expect(page).to.not.include('method="post"');
-    expect(page).to.not.include('Reset…');
+    // No "Reset…" link on the jobs page (it is there when writes are allowed: the first test's page).
+    expect(await (await fetch(`${base}/jobs`)).text()).to.not.include('jobs/reset');
     const response = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, 'sec-fetch-site': 'same-origin' }, body: requeueForm(state.deadUrl) });
     expect(response.status).to.equal(403);
     expect(await fileStatus(state.deadUrl)).to.equal('failed');
@@ -386,5 +391,7 @@ describe('dashboard html templates', function () {
     // Each special character alone, after plain text: the scan for one must see every kind, anywhere.
     const alone = ['&', '<', '>', '"', "'", '`'].map((c) => html`${`plain text ${c}`}`.text);
     expect(alone).to.deep.equal(['&amp;', '&lt;', '&gt;', '&quot;', '&#39;', '&#96;'].map((e) => `plain text ${e}`));
+    // Outside ASCII: each character by its code point (a surrogate pair is one), ASCII around it kept.
+    expect(html`${'a\u007fé—<😀>z'}`.text).to.equal('a&#127;&#233;&#8212;&lt;&#128512;&gt;z');
   });
 });

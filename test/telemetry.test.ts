@@ -191,6 +191,29 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'file' })).to.equal(0);
   });
 
+  it('with the API but no SDK registered, no span is started (none active inside a batch); an SDK registered later records again', async () => {
+    const run = (job: string) => {
+      const active: (string | undefined)[] = [];
+      return eachBatch(db.ds, job, () => ({ items: [1, 2], next: null }), 10, async () => {
+        active.push(trace.getActiveSpan()?.constructor.name);
+      }).then(() => active);
+    };
+    trace.disable();
+    metrics.disable();
+    try {
+      // A no-op tracer would still make a (non-recording) span the active one.
+      expect(await run('telemetry-no-sdk')).to.deep.equal([undefined]);
+    } finally {
+      trace.setGlobalTracerProvider(tracerProvider);
+      metrics.setGlobalMeterProvider(meterProvider);
+    }
+    expect(named('checkpoint.batch')).to.deep.equal([]);
+    expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'batch' })).to.equal(0);
+    expect((await run('telemetry-sdk-again')).map((name) => name !== undefined)).to.deep.equal([true]);
+    expect(named('checkpoint.batch').map((span) => span.attributes['checkpoint.job'])).to.deep.equal(['telemetry-sdk-again']);
+    expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'batch' })).to.equal(1);
+  });
+
   it('without @opentelemetry/api installed, everything works and no OpenTelemetry module is loaded', async () => {
     const child = await runChild('test/fixtures/without-opentelemetry.ts', [db.url]);
     expect(JSON.parse(child.lines[child.lines.length - 1])).to.deep.equal({ items: 4, value: 7, imported: 1, claimed: true, loaded: [] });

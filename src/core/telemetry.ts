@@ -20,18 +20,25 @@ export interface SpanScope {
 
 interface Instruments {
   api: typeof OpenTelemetry;
+  /** False when neither a tracer nor a meter provider is registered: then nothing is recorded at all. */
+  active: boolean;
   tracer: OpenTelemetry.Tracer;
   items: OpenTelemetry.Counter;
   batches: OpenTelemetry.Counter;
   failures: OpenTelemetry.Counter;
   duration: OpenTelemetry.Histogram;
-  /** The global providers these were made from: an application may register its SDK later. */
+  /**
+   * The global providers these were made from: an application may register its SDK later (the
+   * global tracer provider is a proxy whose delegate is the SDK's, so the delegate is compared).
+   */
   tracerProvider: OpenTelemetry.TracerProvider;
   meterProvider: OpenTelemetry.MeterProvider;
 }
 
 let api: typeof OpenTelemetry | null | undefined;
 let instruments: Instruments | undefined;
+/** The API's own no-op providers: what the globals are while no SDK is registered. */
+let noop: { tracerProvider: OpenTelemetry.TracerProvider; meter: OpenTelemetry.Meter } | undefined;
 
 function loadApi(): typeof OpenTelemetry | null {
   if (api === undefined) {
@@ -45,15 +52,28 @@ function loadApi(): typeof OpenTelemetry | null {
   return api;
 }
 
+/** The provider that does the work: the delegate of the API's proxy (where the SDK is registered). */
+function tracerProviderOf(otel: typeof OpenTelemetry): OpenTelemetry.TracerProvider {
+  const provider = otel.trace.getTracerProvider() as OpenTelemetry.TracerProvider & { getDelegate?: () => OpenTelemetry.TracerProvider };
+  return typeof provider.getDelegate === 'function' ? provider.getDelegate() : provider;
+}
+
+/** The instruments of the registered providers, or null when nothing would be recorded (no API, or no SDK registered). */
 function current(): Instruments | null {
   const otel = loadApi();
   if (otel === null) return null;
-  const tracerProvider = otel.trace.getTracerProvider();
+  const tracerProvider = tracerProviderOf(otel);
   const meterProvider = otel.metrics.getMeterProvider();
-  if (instruments?.tracerProvider === tracerProvider && instruments.meterProvider === meterProvider) return instruments;
+  if (instruments?.tracerProvider !== tracerProvider || instruments.meterProvider !== meterProvider) instruments = create(otel, tracerProvider, meterProvider);
+  return instruments.active ? instruments : null;
+}
+
+function create(otel: typeof OpenTelemetry, tracerProvider: OpenTelemetry.TracerProvider, meterProvider: OpenTelemetry.MeterProvider): Instruments {
+  noop ??= { tracerProvider: new otel.ProxyTracerProvider().getDelegate(), meter: otel.createNoopMeter() };
   const meter = meterProvider.getMeter(PACKAGE);
-  instruments = {
+  return {
     api: otel,
+    active: tracerProvider !== noop.tracerProvider || meter !== noop.meter,
     tracer: tracerProvider.getTracer(PACKAGE),
     items: meter.createCounter('checkpoint.items', { description: 'Items committed (batch items, import rows, file rows persisted)', unit: '{item}' }),
     batches: meter.createCounter('checkpoint.batches', { description: 'Batches and import chunks committed', unit: '{batch}' }),
@@ -62,7 +82,6 @@ function current(): Instruments | null {
     tracerProvider,
     meterProvider,
   };
-  return instruments;
 }
 
 // Metric attribute sets are few (operation × outcome × error code): made once, not per record.
@@ -81,6 +100,27 @@ function metricAttributes(operation: Operation, extra?: [name: string, value: st
 
 const NO_SCOPE: SpanScope = { set: () => undefined, committed: () => undefined };
 
+// Span and attribute names, made once rather than per span.
+const SPAN_NAMES: Record<Operation, string> = { batch: 'checkpoint.batch', 'import.chunk': 'checkpoint.import.chunk', step: 'checkpoint.step', file: 'checkpoint.file', range: 'checkpoint.range' };
+const attributeNames = new Map<string, string>();
+
+/** `{ job: 'x' }` → `{ 'checkpoint.job': 'x' }`, undefined values left out. */
+function prefixed(values: Record<string, AttributeValue | undefined>): OpenTelemetry.Attributes {
+  const out: OpenTelemetry.Attributes = {};
+  for (const name in values) {
+    const value = values[name];
+    if (value === undefined) continue;
+    let prefixedName = attributeNames.get(name);
+    if (prefixedName === undefined) {
+      prefixedName = `checkpoint.${name}`;
+      // The names are the library's own few; never let the map grow without end.
+      if (attributeNames.size < 100) attributeNames.set(name, prefixedName);
+    }
+    out[prefixedName] = value;
+  }
+  return out;
+}
+
 /** The stable code of a library error, else the error's class name. */
 function errorCode(error: unknown): string {
   const code = (error as { code?: unknown } | null)?.code;
@@ -96,19 +136,18 @@ function errorCode(error: unknown): string {
 export async function traced<T>(operation: Operation, attributes: Record<string, AttributeValue | undefined>, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
   const otel = current();
   if (otel === null) return fn(NO_SCOPE);
-  return otel.tracer.startActiveSpan(`checkpoint.${operation}`, async (span) => {
+  return otel.tracer.startActiveSpan(SPAN_NAMES[operation], { attributes: prefixed(attributes) }, async (span) => {
     const started = performance.now();
     let committed: { items: number; batch: boolean } | null = null;
     const scope: SpanScope = {
       set(values) {
-        for (const [name, value] of Object.entries(values)) if (value !== undefined) span.setAttribute(`checkpoint.${name}`, value);
+        span.setAttributes(prefixed(values));
       },
       committed(items, batch) {
         committed = { items, batch };
         span.setAttribute('checkpoint.items', items);
       },
     };
-    scope.set(attributes);
     try {
       const result = await fn(scope);
       const outcome = committed !== null ? 'committed' : 'ok';

@@ -67,8 +67,10 @@ svg .label { fill: var(--muted); font-size: 10px; }
 `;
 
 export const DASHBOARD_JS = `
-// Live refresh: fetch this same page, swap the main container. The next poll starts only after
-// the last one ended; hidden tabs, open forms and selected rows pause it.
+// Live refresh: fetch this same page, swap the main container when its content changed. The next
+// poll starts only after the last one ended; hidden tabs pause it, and so does the user at work:
+// selected rows, a pointer held down (a click in progress must land on the node it started on),
+// focus inside the container (a form being filled, a link or button being used).
 (function () {
   'use strict';
   var main = document.getElementById('dashboard-main');
@@ -76,13 +78,16 @@ export const DASHBOARD_JS = `
   var every = Number(main.getAttribute('data-refresh-ms'));
   if (!(every > 0)) return;
   var timer = null;
+  var pointerDown = false;
+  // The container as the server last sent it (serialised after parsing, as a fresh one is below).
+  var shown = main.outerHTML;
 
   function busy() {
     var current = document.getElementById('dashboard-main');
-    if (!current) return true;
+    if (!current || pointerDown) return true;
     if (current.querySelector('input[type="checkbox"]:checked')) return true;
     var active = document.activeElement;
-    return !!(active && current.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName));
+    return !!(active && active !== current && current.contains(active));
   }
 
   function schedule() {
@@ -100,6 +105,9 @@ export const DASHBOARD_JS = `
         var fresh = new DOMParser().parseFromString(text, 'text/html').getElementById('dashboard-main');
         var current = document.getElementById('dashboard-main');
         if (!fresh || !current) return;
+        var html = fresh.outerHTML;
+        if (html === shown) return;
+        shown = html;
         var open = {};
         current.querySelectorAll('details[open][data-key]').forEach(function (d) { open[d.getAttribute('data-key')] = true; });
         fresh.querySelectorAll('details[data-key]').forEach(function (d) { if (open[d.getAttribute('data-key')]) d.setAttribute('open', ''); });
@@ -111,6 +119,11 @@ export const DASHBOARD_JS = `
   }
 
   document.addEventListener('visibilitychange', schedule);
+  document.addEventListener('pointerdown', function () { pointerDown = true; }, true);
+  ['pointerup', 'pointercancel'].forEach(function (type) {
+    document.addEventListener(type, function () { pointerDown = false; }, true);
+  });
+  window.addEventListener('blur', function () { pointerDown = false; });
   schedule();
 })();
 `;

@@ -31,11 +31,6 @@ export function containsPattern(text: string): string {
   return `%${text.replace(/[!%_]/g, (c) => `!${c}`)}%`;
 }
 
-/** True when `table` exists: hooks for tables other features add (partitions, import rejects) ask first. */
-export async function tableExists(ctx: PageContext, table: string): Promise<boolean> {
-  return autocommit(ctx.db, async (manager) => (manager.queryRunner ? manager.queryRunner.hasTable(table) : false));
-}
-
 export const PAGE_SIZE = 50;
 const MAX_PAGE_SIZE = 500;
 

@@ -1,13 +1,12 @@
 import { keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { Conditions, type ListFilters, listFilters } from './list-query';
 import { type Html, html } from './html';
-import { backPath, CURRENT_PAGE, formatCount, formatDuration, formatTime, layout, pager, type View } from './layout';
+import { backPath, CURRENT_PAGE, ERROR_CHARS, formatCount, formatDuration, formatTime, layout, NO_VALUE, pager, type View } from './layout';
 import { searchForm } from './jobs-page';
 import { type Throughput, throughputChart } from './throughput-chart';
 
 export const FILE_STATUSES = ['all', 'pending', 'processing', 'completed', 'failed', 'dead'] as const;
 export type FileTab = (typeof FILE_STATUSES)[number];
-const ERROR_CHARS = 500;
 const MINUTE = 60_000;
 const HOUR_BUCKETS = 60;
 
@@ -159,7 +158,7 @@ export function renderFiles(data: FilesData, view: View): Html {
 <td class="num">${file.retryCount} / ${file.maxRetries}</td>
 <td class="num">${formatCount(file.recordsPersisted)} / ${formatCount(file.recordsTotal)}</td>
 <td>${file.status === 'processing' ? html`lease until ${formatTime(file.leaseExpiresAt)}` : formatTime(file.completedAt)}</td>
-<td class="num">${file.status === 'completed' ? formatDuration(file.processingTimeMs) : '—'}</td>
+<td class="num">${file.status === 'completed' ? formatDuration(file.processingTimeMs) : NO_VALUE}</td>
 <td class="error">${file.error ?? ''}</td>
 <td>${requeueable(file) ? html`<button type="submit" name="one" value="${file.url}">Requeue</button>` : ''}</td>
 </tr>`,

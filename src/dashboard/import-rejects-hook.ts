@@ -1,21 +1,13 @@
-import { type PageContext, read, toNumber } from './dashboard-sql';
-import type { ImportView } from './imports-page';
+import type { PageContext } from './dashboard-sql';
 
 const REJECTS = 'checkpoint_import_rejects';
 
 /**
- * Fills the invalid-row counts of the imports on a page (rows a records import with `invalid:
- * 'skip'` left out, in `checkpoint_import_rejects`): one grouped count for the whole page.
+ * The invalid-row count of each import on the imports page (rows a records import with `invalid:
+ * 'skip'` left out, in `checkpoint_import_rejects`), as a column of the page's one statement: a
+ * count over the rejects' primary key (batch, row_index) per listed import.
  */
-export async function addImportRejects(ctx: PageContext, imports: ImportView[]): Promise<void> {
-  if (imports.length === 0) return;
+export function invalidRowsColumn(ctx: PageContext, alias: string): string {
   const q = (name: string) => ctx.dialect.quote(name);
-  const rows = await read(ctx, (query) =>
-    query(
-      `SELECT ${q('batch')}, COUNT(*) AS ${q('invalid')} FROM ${q(REJECTS)} WHERE ${q('batch')} IN (${imports.map(() => '?').join(', ')}) GROUP BY ${q('batch')}`,
-      imports.map((item) => item.batch),
-    ),
-  );
-  const counts = new Map(rows.map((row) => [String(row.batch), toNumber(row.invalid)]));
-  for (const item of imports) item.invalid = counts.get(item.batch) ?? 0;
+  return `(SELECT COUNT(*) FROM ${q(REJECTS)} ${q('r')} WHERE ${q('r')}.${q('batch')} = ${q('checkpoint_imports')}.${q('id')}) AS ${q(alias)}`;
 }

@@ -57,7 +57,7 @@ export function renderImportRejects(data: ImportRejectsData, view: View): Html {
   return layout(
     view,
     'Rejected rows',
-    html`<p>Import <strong class="name">${data.filters.batch}</strong> · <a href="${href(view, 'imports', { q: data.filters.batch })}">back to imports</a></p>
+    html`<p>Import <strong class="name">${data.filters.batch}</strong> &middot; <a href="${href(view, 'imports', { q: data.filters.batch })}">back to imports</a></p>
 <table class="list">
 <thead><tr><th>Row</th><th>Reason</th><th>Source text</th></tr></thead>
 <tbody>${rows.length > 0 ? rows : html`<tr><td colspan="3" class="empty">No rejected rows.</td></tr>`}</tbody>

@@ -1,8 +1,8 @@
 import { containsPattern, keysetPage, type PageContext, pageSize, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatCount, formatDuration, formatRate, formatTime, href, layout, pager, progressBar, type View } from './layout';
+import { formatCount, formatDuration, formatRate, formatTime, href, layout, NO_VALUE, pager, progressBar, type View } from './layout';
 import { searchForm } from './jobs-page';
-import { addImportRejects } from './import-rejects-hook';
+import { invalidRowsColumn } from './import-rejects-hook';
 
 export interface ImportView {
   batch: string;
@@ -53,7 +53,8 @@ export async function loadImports(ctx: PageContext, query: URLSearchParams): Pro
   const rows = await read(ctx, (query) =>
     query(
       `SELECT ${q('id')}, ${q('digest')}, ${q('next_index')}, ${q('total_rows')}, ${q('updated_at')}, ` +
-        `${q('written_rows')}, ${q('skipped_rows')}, ${q('chunks')}, ${q('started_at')} FROM ${q('checkpoint_imports')}${where} ` +
+        `${q('written_rows')}, ${q('skipped_rows')}, ${q('chunks')}, ${q('started_at')}, ${invalidRowsColumn(ctx, 'invalid')} ` +
+        `FROM ${q('checkpoint_imports')}${where} ` +
         `ORDER BY ${q('id')} LIMIT ?`,
       [...parameters, filters.limit + 1],
     ),
@@ -76,14 +77,13 @@ export async function loadImports(ctx: PageContext, query: URLSearchParams): Pro
       lastCommitAt,
       written: toNullableNumber(row.written_rows),
       skipped: toNullableNumber(row.skipped_rows),
-      invalid: 0,
+      invalid: toNumber(row.invalid),
       chunks: toNullableNumber(row.chunks),
       startedAt,
       rate,
       etaMs: done || total === null || rate === null ? null : ((total - rows) * 1000) / rate,
     };
   });
-  await addImportRejects(ctx, items);
   return { page: 'imports', filters, items, next: page.next };
 }
 
@@ -104,7 +104,7 @@ export function renderImports(data: ImportsData, view: View): Html {
 <td class="num">${count(item.written)}</td>
 <td class="num">${count(item.chunks)}</td>
 <td class="num">${formatRate(item.rate)}</td>
-<td>${item.etaMs === null ? '—' : formatDuration(item.etaMs)}</td>
+<td>${item.etaMs === null ? NO_VALUE : formatDuration(item.etaMs)}</td>
 <td class="num">${count(item.skipped)}</td>
 <td class="num">${item.invalid > 0 ? html`<a href="${href(view, 'imports/rejects', { batch: item.batch })}">${formatCount(item.invalid)}</a>` : '0'}</td>
 <td>${formatTime(item.lastCommitAt)}</td>

@@ -1,6 +1,6 @@
 import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { CURRENT_PAGE, formatCount, formatDuration, formatRate, formatTime, href, layout, pager, type View, withQuery } from './layout';
+import { CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, formatRate, formatTime, href, layout, NO_VALUE, pager, type View, withQuery } from './layout';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 import { hasDeadRange, loadPartitions, type PartitionsView, rangeCommittedSince, renderPartitions } from './partitions-hook';
 
@@ -133,7 +133,8 @@ export function jobState(job: { done: boolean; stalled: boolean }): Html {
 
 /** The "Reset…" link to the confirmation page (only where writes are allowed). */
 export function resetLink(view: View, name: string): Html {
-  return view.canWrite ? html`<a class="action" href="${href(view, 'jobs/reset', { name })}">Reset…</a>` : NO_RESET;
+  // As `href(view, 'jobs/reset', { name })` would write it, without its general case on every row.
+  return view.canWrite ? html`<a class="action" href="${view.base}jobs/reset?name=${encodeURIComponent(name)}">Reset&hellip;</a>` : NO_RESET;
 }
 
 export function stateTabs(view: View, states: readonly string[], current: string, counts?: Record<string, number>): Html {
@@ -160,11 +161,11 @@ export function renderJobs(data: JobsData, view: View): Html {
 <td class="num">${formatCount(job.batches)}</td>
 <td class="num">${formatRate(job.rate)}</td>
 <td>${formatTime(job.lastCommitAt)}</td>
-<td>${job.finishedAt !== null ? formatTime(job.finishedAt) : job.etaMs !== null ? html`ETA ${formatDuration(job.etaMs)}` : '—'}</td>
+<td>${job.finishedAt !== null ? formatTime(job.finishedAt) : job.etaMs !== null ? html`ETA ${formatDuration(job.etaMs)}` : NO_VALUE}</td>
 <td>${
       job.partitions
         ? renderPartitions(job.name, job.partitions, view)
-        : html`<code class="json">${job.cursor ?? '—'}${job.cursorTruncated ? '…' : ''}</code>`
+        : html`<code class="json">${job.cursor ?? NO_VALUE}${job.cursorTruncated ? ELLIPSIS : ''}</code>`
     }</td>
 <td>${resetLink(view, job.name)}</td>
 </tr>`,

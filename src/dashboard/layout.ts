@@ -16,6 +16,15 @@ export interface View {
 /** The attribute of the tab or navigation link of the page shown. */
 export const CURRENT_PAGE = html` aria-current="page"`;
 
+// Pages are all ASCII (see `escapeHtml`): their fixed markup writes other characters as entities.
+/** A cell without a value (an em dash). */
+export const NO_VALUE = html`&mdash;`;
+/** The mark of text cut short. */
+export const ELLIPSIS = html`&hellip;`;
+
+/** Error messages on the pages are cut at this many characters. */
+export const ERROR_CHARS = 500;
+
 const NAV: [path: string, label: string][] = [
   ['', 'Overview'],
   ['jobs', 'Jobs'],
@@ -67,6 +76,21 @@ export function formatTime(ms: number | null): string {
   }
   const days = Math.floor(ms / DAY_MS);
   const seconds = Math.floor((ms - days * DAY_MS) / 1000);
+  // The times of a page are mostly of one day or two: the date of the last one is kept.
+  if (days !== lastDay) {
+    lastDay = days;
+    lastDate = formatDate(days);
+  }
+  const hh = Math.floor(seconds / 3600);
+  const mm = Math.floor((seconds % 3600) / 60);
+  return `${lastDate}${TWO_DIGITS[hh]}:${TWO_DIGITS[mm]}:${TWO_DIGITS[seconds % 60]}Z`;
+}
+
+let lastDay = NaN;
+let lastDate = '';
+
+/** `2026-12-01 ` of the day `days` after 1970-01-01. */
+function formatDate(days: number): string {
   const z = days + 719468;
   const era = Math.floor(z / 146097);
   const doe = z - era * 146097;
@@ -76,9 +100,7 @@ export function formatTime(ms: number | null): string {
   const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
   const month = mp < 10 ? mp + 3 : mp - 9;
   const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
-  const hh = Math.floor(seconds / 3600);
-  const mm = Math.floor((seconds % 3600) / 60);
-  return `${TWO_DIGITS[Math.floor(year / 100)]}${TWO_DIGITS[year % 100]}-${TWO_DIGITS[month]}-${TWO_DIGITS[day]} ${TWO_DIGITS[hh]}:${TWO_DIGITS[mm]}:${TWO_DIGITS[seconds % 60]}Z`;
+  return `${TWO_DIGITS[Math.floor(year / 100)]}${TWO_DIGITS[year % 100]}-${TWO_DIGITS[month]}-${TWO_DIGITS[day]} `;
 }
 
 export function formatDuration(ms: number | null): string {
@@ -108,8 +130,8 @@ export function formatCount(n: number): string {
 /** Next-page and first-page links of a keyset-paginated list. */
 export function pager(view: View, next: string | null): Html {
   const after = view.query.get('after');
-  return html`<nav class="pager">${after ? html`<a href="${withQuery(view, { after: null })}">« First page</a>` : ''}${
-    next !== null ? html`<a rel="next" href="${withQuery(view, { after: next })}">Next page »</a>` : ''
+  return html`<nav class="pager">${after ? html`<a href="${withQuery(view, { after: null })}">&laquo; First page</a>` : ''}${
+    next !== null ? html`<a rel="next" href="${withQuery(view, { after: next })}">Next page &raquo;</a>` : ''
   }</nav>`;
 }
 
@@ -128,7 +150,7 @@ export function layout(view: View, heading: string, body: Html): Html {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${heading} · ${view.title}</title>
+<title>${heading} &middot; ${view.title}</title>
 <link rel="icon" href="${view.base}assets/icon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="${view.base}assets/dashboard.css">
 <script src="${view.base}assets/dashboard.js" defer></script>

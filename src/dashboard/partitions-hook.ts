@@ -5,11 +5,10 @@ import { type RangeCounts, type RangeRow, type RangeState, rangeState } from '..
 import { retryDead } from '../jobs/partitions';
 import { type PageContext, read, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { backPath, formatCount, formatTime, progressBar, type View } from './layout';
+import { backPath, ERROR_CHARS, formatCount, formatTime, progressBar, type View } from './layout';
 
 /** Where partitioned jobs (`eachPartition`, their `checkpoint_partitions` ranges) join the jobs page and the overview. */
 
-const ERROR_CHARS = 500;
 const SAMPLE = 5;
 
 /** One range of a partitioned job, in key order. */
@@ -150,8 +149,8 @@ export function renderPartitions(name: string, partitions: PartitionsView, view:
       ? html`<form method="post" action="${view.base}jobs/retry-dead-ranges" class="inline"><input type="hidden" name="name" value="${name}"><input type="hidden" name="back" value="${backPath(view)}"><button type="submit">Retry dead ranges</button></form>`
       : '';
   return html`<div class="partitions">${progressBar(counts.done, ranges.length)}
-<span class="range-counts">${formatCount(counts.done)} done · ${formatCount(counts.running)} running · ${formatCount(counts.pending)} pending${
-    counts.dead > 0 ? html` · <span class="error">${formatCount(counts.dead)} dead</span>` : ''
+<span class="range-counts">${formatCount(counts.done)} done &middot; ${formatCount(counts.running)} running &middot; ${formatCount(counts.pending)} pending${
+    counts.dead > 0 ? html` &middot; <span class="error">${formatCount(counts.dead)} dead</span>` : ''
   }</span>${retry}
 <div class="ranges" role="list" aria-label="Ranges of ${name}">${ranges.map(
     (range) => html`<span role="listitem" class="range range-${range.state}" data-range="${range.index}" title="#${range.index} ${range.state}: ${formatCount(range.items)} rows, ${formatCount(range.batches)} batches"></span>`,

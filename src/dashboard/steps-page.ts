@@ -1,6 +1,6 @@
 import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatTime, layout, pager, type View } from './layout';
+import { ELLIPSIS, formatTime, layout, NO_VALUE, pager, type View } from './layout';
 import { resetLink, searchForm, stateTabs } from './jobs-page';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 
@@ -75,8 +75,8 @@ export function renderSteps(data: StepsData, view: View): Html {
 <td>${formatTime(step.finishedAt)}</td>
 <td>${
       step.value === null
-        ? '—'
-        : html`<details data-key="${step.name}"><summary><code class="json">${step.value.slice(0, 60)}${step.value.length > 60 ? '…' : ''}</code></summary><pre class="json">${prettyJson(step)}</pre>${
+        ? NO_VALUE
+        : html`<details data-key="${step.name}"><summary><code class="json">${step.value.slice(0, 60)}${step.value.length > 60 ? ELLIPSIS : ''}</code></summary><pre class="json">${prettyJson(step)}</pre>${
             step.valueTruncated ? html`<p class="note">Truncated at 2,000 characters.</p>` : ''
           }</details>`
     }</td>

@@ -27,7 +27,7 @@ export function throughputChart(throughput: Throughput): Html {
   return html`<figure class="chart"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${WIDTH} ${HEIGHT}" width="${WIDTH}" height="${HEIGHT}" role="img" aria-label="Files completed per minute over the last hour: ${total} in total">
 <line class="axis" x1="0" y1="${plot}" x2="${WIDTH}" y2="${plot}"/>
 ${bars}
-<text class="label" x="0" y="${HEIGHT - 3}">−60 min</text>
+<text class="label" x="0" y="${HEIGHT - 3}">&#8722;60 min</text>
 <text class="label" x="${WIDTH}" y="${HEIGHT - 3}" text-anchor="end">now</text>
 <text class="label" x="2" y="11">max ${max}/min</text>
 </svg><figcaption>Files completed per minute, last hour: ${total}</figcaption></figure>`;

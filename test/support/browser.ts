@@ -1,5 +1,9 @@
 import { expect } from 'chai';
+import express from 'express';
 import { type Browser, chromium, type Page } from 'playwright-core';
+import type { DataSource } from 'typeorm';
+import { createDashboard, type DashboardOptions } from '../../src';
+import { type Served, serve } from './dashboard-state';
 
 /** Debian's chromium, never a downloaded browser. */
 export async function launchChromium(): Promise<Browser> {
@@ -36,4 +40,58 @@ export async function visitLinks(page: Page, base: string): Promise<string[]> {
     expect(response?.status(), link).to.equal(200);
   }
   return unique;
+}
+
+/** Where `useDashboardBrowser` mounts the dashboard: a nested base path. */
+export const DASHBOARD_BASE = '/admin/ops/';
+
+export interface DashboardBrowser {
+  readonly browser: Browser;
+  /** The server's origin, e.g. `http://127.0.0.1:41234`. */
+  readonly url: string;
+  /** A new page at `path` under the mount point, checked to be 200 with the application's CSP; its problems collected. */
+  open(path: string): Promise<{ page: Page; problems: string[] }>;
+}
+
+/**
+ * For a mocha suite: Chromium, and the dashboard over `ds()` mounted in Express under
+ * `DASHBOARD_BASE`, behind the application's own `Content-Security-Policy: default-src 'self'`,
+ * refreshing every 150 ms (both closed after the suite).
+ */
+export function useDashboardBrowser(ds: () => DataSource, options: DashboardOptions = {}): DashboardBrowser {
+  let browser: Browser | undefined;
+  let server: Served | undefined;
+
+  before(async () => {
+    browser = await launchChromium();
+    const app = express();
+    app.use((_req, res, next) => {
+      res.setHeader('Content-Security-Policy', "default-src 'self'");
+      next();
+    });
+    app.use(DASHBOARD_BASE.replace(/\/$/, ''), createDashboard(ds(), { refreshMs: 150, ...options }));
+    server = await serve(app);
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  return {
+    get browser() {
+      return browser!;
+    },
+    get url() {
+      return server!.url;
+    },
+    async open(path) {
+      const page = await browser!.newPage({ viewport: { width: 1280, height: 900 } });
+      const problems = watchProblems(page);
+      const response = await page.goto(`${server!.url}${DASHBOARD_BASE}${path}`);
+      expect(response?.status(), path).to.equal(200);
+      expect(response?.headers()['content-security-policy'], path).to.equal("default-src 'self'");
+      return { page, problems };
+    },
+  };
 }

@@ -10,12 +10,13 @@ import { sql } from './database';
 
 /** Names and messages that would run or break the page if they were not escaped. */
 export const HOSTILE = {
-  job: `job <img src=x onerror="window.__pwned=1"> "quoted" 'single' & <script>window.__pwned=2</script>`,
+  // Text outside ASCII too: the pages write it as entities (a page is all ASCII) and show it as it is.
+  job: `job <img src=x onerror="window.__pwned=1"> "quoted" 'single' & <script>window.__pwned=2</script> — Ünïcödé ☃ 中`,
   step: `step </td></tr><script>window.__pwned=3</script>`,
   stepValue: { html: '<b>bold</b>', script: '</pre><script>window.__pwned=4</script>' },
   import: `import "><svg onload=window.__pwned=5>`,
   file: `s3://bucket/<script>window.__pwned=6</script>.csv`,
-  error: `<img src=x onerror=window.__pwned=7> failed: "bad" row & more`,
+  error: `<img src=x onerror=window.__pwned=7> failed: "bad" row & more — naïve ☃`,
   partitioned: `partitioned <i>job</i> "p" & <script>window.__pwned=8</script>`,
   rangeError: `range <b>broke</b> at row 250: "quoted" & <img src=x onerror=window.__pwned=9>`,
   records: `records <b onmouseover=window.__pwned=10>"prices"</b>`,
