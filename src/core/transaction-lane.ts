@@ -40,10 +40,7 @@ export class TransactionLane {
   /** The server is already in a transaction the lane opened ahead (its BEGIN went with the last COMMIT). */
   private begun = false;
 
-  constructor(
-    private readonly next: () => boolean,
-    private readonly options: { asynchronousCommit?: boolean } = {},
-  ) {}
+  constructor(private readonly next: () => boolean) {}
 
   /**
    * True when a transaction of the library's on `db` can run on a lane: one of its own (nothing to
@@ -116,7 +113,7 @@ export class TransactionLane {
     const beginNext = this.next();
     let held: boolean;
     try {
-      held = await commit.commit(runner, finals(result), { beginNext, isolation, asynchronous: this.options.asynchronousCommit });
+      held = await commit.commit(runner, finals(result), { beginNext, isolation });
     } catch (error) {
       await this.abort();
       throw ownStatementError(error, what);
