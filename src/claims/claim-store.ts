@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError } from '../core/errors';
+import type { TransactionLane } from '../core/transaction-lane';
 
 /** What a worker reports when it finishes a file. */
 export interface ProcessingStats {
@@ -62,20 +63,23 @@ export interface ClaimStore {
   /**
    * Runs `work` and completes the claim with its stats in the same transaction (`tx` is undefined
    * in memory); throws CLAIM_LOST, keeping none of work's writes, when the claim is no longer current.
+   * With a `lane` (a worker slot's), the transaction may run on the lane's kept runner.
    */
   completeWith(
     fileUrl: string,
     token: number,
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats>,
+    lane?: TransactionLane,
   ): Promise<ProcessingStats>;
   /**
    * Runs `work` for several claimed files in one transaction and completes them all with one fenced
    * statement before its one commit; throws CLAIM_LOST, keeping none of work's writes, when any of
-   * the claims is no longer current. `work` returns one stats per file, in order.
+   * the claims is no longer current. `work` returns one stats per file, in order. `lane` as for completeWith.
    */
   completeAll(
     files: HeldClaim[],
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats[]>,
+    lane?: TransactionLane,
   ): Promise<ProcessingStats[]>;
   fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean>;
   /**

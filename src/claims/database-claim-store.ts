@@ -1,10 +1,11 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import { claimableIndexPredicate, type FileCheckpoint, type FileStatus } from '../../entities/FileCheckpoint';
 import { ownStatementError } from '../core/database-errors';
-import { type Dialect, dialectOf, type Executed } from '../dialect';
+import { type Dialect, dialectOf, type Executed, type FinalStatement } from '../dialect';
 import { CheckpointError, DatabaseError, StoreUnavailableError } from '../core/errors';
 import { run } from '../core/run-statement';
+import { TransactionLane } from '../core/transaction-lane';
 import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
 import {
   type Claimant,
@@ -32,7 +33,8 @@ const CLAIM_COLUMNS = [...REGISTER_COLUMNS, 'processed_by', 'started_at', 'lease
 
 /** The row key: SHA-256 of the URL's UTF-8 bytes in lowercase hex (the migration's and SQL functions' too). */
 export function urlHash(fileUrl: string): string {
-  return createHash('sha256').update(fileUrl, 'utf8').digest('hex');
+  // The one-shot hash: a third of createHash's cost, paid on every completion and heartbeat.
+  return hash('sha256', fileUrl, 'hex');
 }
 
 /** The store's statement texts, built once per dialect (they depend on nothing else). */
@@ -88,6 +90,17 @@ class WorkFailure extends Error {
   constructor(readonly failure: unknown) {
     super('work failed');
   }
+}
+
+/** `work` with its failures carried through the transaction helpers untouched (never retried, never wrapped). */
+function failureOf<T>(work: (tx: EntityManager | undefined) => Promise<T>): (tx: EntityManager) => Promise<T> {
+  return async (tx) => {
+    try {
+      return await work(tx);
+    } catch (error) {
+      throw new WorkFailure(error);
+    }
+  };
 }
 
 /**
@@ -363,7 +376,8 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
-  private async completeIn(tx: EntityManager, fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
+  /** The fenced completion of one claim: it changes its one row, or the claim is no longer held. */
+  private completion(fileUrl: string, token: number, stats: ProcessingStats, now: number): FinalStatement {
     const q = (column: string) => this.dialect.quote(column);
     const build = () =>
       this.sql(
@@ -372,7 +386,12 @@ export class DatabaseClaimStore implements ClaimStore {
           `WHERE ${this.fenced()}`,
       );
     const parameters = [stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, now, urlHash(fileUrl), fileUrl, token];
-    return (await this.execute(tx, 'complete', build, parameters, `completing "${fileUrl}"`)).affected > 0;
+    return { sql: this.statement('complete', build), parameters, expected: 1 };
+  }
+
+  private async completeIn(tx: EntityManager, fileUrl: string, token: number, stats: ProcessingStats, now: number): Promise<boolean> {
+    const { sql, parameters } = this.completion(fileUrl, token, stats, now);
+    return (await this.execute(tx, 'complete', () => sql, parameters, `completing "${fileUrl}"`)).affected > 0;
   }
 
   /** A row by its URL: the key is the URL's hash, and the URL itself is compared too. */
@@ -395,19 +414,25 @@ export class DatabaseClaimStore implements ClaimStore {
     fileUrl: string,
     token: number,
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats>,
+    lane?: TransactionLane,
   ): Promise<ProcessingStats> {
-    return this.guard(`completing "${fileUrl}"`, () =>
+    const what = `completing "${fileUrl}"`;
+    if (lane && TransactionLane.fits(this.db)) {
+      // The fenced completion and the COMMIT in one round trip: a lost claim fails the completion,
+      // which keeps the COMMIT from running, so work's writes roll back with it.
+      return this.guard(what, async () => {
+        const { result, held } = await lane.transact(this.db, failureOf(work), (stats) => [this.completion(fileUrl, token, stats, Date.now())], what);
+        if (!held) throw claimLost(fileUrl, 'complete');
+        return result;
+      });
+    }
+    return this.guard(what, () =>
       transact(this.db, async (tx) => {
         // SQLite: take the write lock before work reads anything, so its snapshot cannot go stale.
         // Elsewhere nothing is locked until the completion, so a stalled worker blocks no takeover.
         const lock = this.dialect.lockRow(TABLE, 'url_hash');
         if (lock.before) await run(tx, lock.before, [urlHash(fileUrl)], `locking "${fileUrl}"`);
-        let stats: ProcessingStats;
-        try {
-          stats = await work(tx);
-        } catch (error) {
-          throw new WorkFailure(error);
-        }
+        const stats = await failureOf(work)(tx);
         // The fenced update commits with work's writes, or CLAIM_LOST rolls them back with it.
         if (!(await this.completeIn(tx, fileUrl, token, stats, Date.now()))) throw claimLost(fileUrl, 'complete');
         return stats;
@@ -422,46 +447,58 @@ export class DatabaseClaimStore implements ClaimStore {
     return `${q('status')} = 'processing' AND (${Array.from({ length: files }, () => one).join(' OR ')})`;
   }
 
+  /** The fenced completions of `files` (one statement per ROWS_PER_STATEMENT files), each changing all its files' rows. */
+  private completions(files: HeldClaim[], stats: ProcessingStats[], now: number): FinalStatement[] {
+    const q = (column: string) => this.dialect.quote(column);
+    const finals: FinalStatement[] = [];
+    for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
+      const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
+      // Each stat column is a CASE over the chunk's URLs; its ELSE keeps the column's own type,
+      // which types the bound values on PostgreSQL too.
+      const column = (name: string) =>
+        `${q(name)} = CASE ${chunk.map(() => `WHEN ${q('url_hash')} = ? THEN ?`).join(' ')} ELSE ${q(name)} END`;
+      const build = () =>
+        this.sql(
+          `UPDATE ${this.table} SET ${q('status')} = 'completed', ${column('records_total')}, ${column('records_filtered')}, ` +
+            `${column('records_persisted')}, ${column('processing_time_ms')}, ${q('completed_at')} = ?, ` +
+            `${q('lease_expires_at')} = NULL WHERE ${this.fencedAll(chunk.length)}`,
+        );
+      const hashes = chunk.map((file) => urlHash(file.fileUrl));
+      const values = (pick: (s: ProcessingStats) => number) => chunk.flatMap((_, j) => [hashes[j], pick(stats[i + j])]);
+      const parameters = [
+        ...values((s) => s.totalRows), ...values((s) => s.filteredRows), ...values((s) => s.persistedRows),
+        ...values((s) => s.durationMs), now, ...chunk.flatMap((file, j) => [hashes[j], file.fileUrl, file.token]),
+      ];
+      finals.push({ sql: this.statement(`completeAll:${chunk.length}`, build), parameters, expected: chunk.length });
+    }
+    return finals;
+  }
+
   async completeAll(
     files: HeldClaim[],
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats[]>,
+    lane?: TransactionLane,
   ): Promise<ProcessingStats[]> {
-    const q = (column: string) => this.dialect.quote(column);
     const what = `completing ${files.length} files`;
+    // All or nothing: one lost claim rolls back every file's writes, and the caller runs them one by one.
+    const lost = () => claimLost(files.map((file) => file.fileUrl).join('", "'), 'complete');
+    if (lane && TransactionLane.fits(this.db)) {
+      return this.guard(what, async () => {
+        const { result, held } = await lane.transact(this.db, failureOf(work), (stats) => this.completions(files, stats, Date.now()), what);
+        if (!held) throw lost();
+        return result;
+      });
+    }
     return this.guard(what, () =>
       transact(this.db, async (tx) => {
         const lock = this.dialect.lockRow(TABLE, 'url_hash');
         if (lock.before) await run(tx, lock.before, [urlHash(files[0].fileUrl)], `locking "${files[0].fileUrl}"`);
-        let stats: ProcessingStats[];
-        try {
-          stats = await work(tx);
-        } catch (error) {
-          throw new WorkFailure(error);
-        }
-        const now = Date.now();
+        const stats = await failureOf(work)(tx);
         let completed = 0;
-        for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
-          const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
-          // Each stat column is a CASE over the chunk's URLs; its ELSE keeps the column's own type,
-          // which types the bound values on PostgreSQL too.
-          const column = (name: string) =>
-            `${q(name)} = CASE ${chunk.map(() => `WHEN ${q('url_hash')} = ? THEN ?`).join(' ')} ELSE ${q(name)} END`;
-          const build = () =>
-            this.sql(
-              `UPDATE ${this.table} SET ${q('status')} = 'completed', ${column('records_total')}, ${column('records_filtered')}, ` +
-                `${column('records_persisted')}, ${column('processing_time_ms')}, ${q('completed_at')} = ?, ` +
-                `${q('lease_expires_at')} = NULL WHERE ${this.fencedAll(chunk.length)}`,
-            );
-          const hashes = chunk.map((file) => urlHash(file.fileUrl));
-          const values = (pick: (s: ProcessingStats) => number) => chunk.flatMap((_, j) => [hashes[j], pick(stats[i + j])]);
-          const parameters = [
-            ...values((s) => s.totalRows), ...values((s) => s.filteredRows), ...values((s) => s.persistedRows),
-            ...values((s) => s.durationMs), now, ...chunk.flatMap((file, j) => [hashes[j], file.fileUrl, file.token]),
-          ];
-          completed += (await this.execute(tx, `completeAll:${chunk.length}`, build, parameters, what)).affected;
+        for (const final of this.completions(files, stats, Date.now())) {
+          completed += (await this.execute(tx, final.sql, () => final.sql, final.parameters, what)).affected;
         }
-        // All or nothing: one lost claim rolls back every file's writes, and the caller runs them one by one.
-        if (completed !== files.length) throw claimLost(files.map((file) => file.fileUrl).join('", "'), 'complete');
+        if (completed !== files.length) throw lost();
         return stats;
       }),
     );

@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Progress, progressSince } from '../core/progress';
+import { TransactionLane } from '../core/transaction-lane';
 import { checkCount, checkFileType, checkStats } from './claim-arguments';
 import type { Claimant, ClaimStore, HeldClaim, ProcessingStats, Subscription } from './claim-store';
 
@@ -114,6 +115,11 @@ class FileWorker implements Worker {
   /** Every file held: waiting or running. */
   private readonly held = new Map<string, Held>();
   private readonly tasks = new Set<Promise<void>>();
+  /**
+   * Lanes of finished tasks, for the next ones: one kept runner per slot while files follow one
+   * another, closed whenever the loop waits for anything else (a claim, a wake-up, the end).
+   */
+  private readonly freeLanes: TransactionLane[] = [];
   private runningFiles = 0;
   /** Ends the current idle wait (a wake-up, a finished task, stop()). */
   private nudge: (() => void) | undefined;
@@ -214,7 +220,9 @@ class FileWorker implements Worker {
         continue;
       }
       // Nothing waiting: claim the next batch now, even while every slot is busy, so the claim's
-      // round trip overlaps the files in flight instead of leaving a slot idle.
+      // round trip overlaps the files in flight instead of leaving a slot idle. Idle slots hold no
+      // connection meanwhile: the claim may need one from the same pool.
+      await this.closeLanes();
       let claimed: FileCheckpoint[];
       try {
         this.woken = false;
@@ -237,7 +245,15 @@ class FileWorker implements Worker {
     }
     await this.giveBack();
     await Promise.all(this.tasks);
+    await this.closeLanes();
   }
+
+  private async closeLanes(): Promise<void> {
+    await Promise.all(this.freeLanes.map((lane) => lane.close()));
+  }
+
+  /** Whether a file waits to be started now: then a finishing transaction opens the next one with its COMMIT. */
+  private readonly followsAtOnce = (): boolean => this.waiting.length > 0 && !this.stopping;
 
   /** Returns the claimed, unstarted files to the queue (a failure leaves them to their leases). */
   private async giveBack(): Promise<void> {
@@ -257,7 +273,10 @@ class FileWorker implements Worker {
       return !held.lost;
     });
     if (live.length === 0) return;
-    const task = (live.length === 1 ? this.runOne(live[0]) : this.runChunk(live)).finally(() => {
+    const lane = this.freeLanes.pop() ?? new TransactionLane(this.followsAtOnce);
+    const task = (live.length === 1 ? this.runOne(live[0], lane) : this.runChunk(live, lane)).finally(async () => {
+      if (!this.followsAtOnce()) await lane.close();
+      this.freeLanes.push(lane);
       this.tasks.delete(task);
       this.wake();
     });
@@ -278,7 +297,7 @@ class FileWorker implements Worker {
   }
 
   /** One file in its own transaction, under processFile's rules. */
-  private async runOne(held: Held): Promise<void> {
+  private async runOne(held: Held, lane: TransactionLane): Promise<void> {
     let store: ClaimStore;
     try {
       store = this.host.store();
@@ -291,7 +310,7 @@ class FileWorker implements Worker {
     this.runningFiles += 1;
     const started = Date.now();
     try {
-      await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started));
+      await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started), lane);
       this.progress(1);
     } catch (error) {
       if (error instanceof ClaimLostError) {
@@ -313,7 +332,7 @@ class FileWorker implements Worker {
    * Several files in one transaction, completed by one fenced statement. Any failure rolls the
    * chunk back and its files run again one per transaction, so only the failing file fails.
    */
-  private async runChunk(files: Held[]): Promise<void> {
+  private async runChunk(files: Held[], lane: TransactionLane): Promise<void> {
     this.runningFiles += files.length;
     let chunked = false;
     try {
@@ -324,7 +343,7 @@ class FileWorker implements Worker {
           stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
         }
         return stats;
-      });
+      }, lane);
       chunked = true;
       this.progress(files.length);
     } catch {
@@ -336,7 +355,7 @@ class FileWorker implements Worker {
       for (const held of files) this.held.delete(held.fileUrl);
       return;
     }
-    for (const held of files) await this.runOne(held);
+    for (const held of files) await this.runOne(held, lane);
   }
 
   /** Extends the lease of every file held, waiting or running; a refused one is marked lost. */

@@ -217,7 +217,7 @@ async function rollbackQuietly(runner: QueryRunner): Promise<void> {
 }
 
 /** Lets the dialect make the DataSource safe to use (once, before the library's first statement on it). */
-function prepareOnce(dataSource: DataSource): DataSource {
+export function prepareOnce(dataSource: DataSource): DataSource {
   if (!prepared.has(dataSource) && dialectOf(dataSource).prepare(dataSource)) prepared.add(dataSource);
   return dataSource;
 }
@@ -276,6 +276,19 @@ export async function autocommit<T>(db: Db, fn: (manager: EntityManager) => Prom
 /** True when a call on `db` would join an existing transaction rather than open its own. */
 export function joinsTransaction(db: Db): boolean {
   return transactionToJoin(db, dataSourceOf(db)) !== undefined;
+}
+
+/**
+ * Runs `fn` as the body of a transaction of the library's own that `runner` already holds, with
+ * `tx` bound to the async context as `transact` binds it (nested calls join it with savepoints).
+ */
+export async function inOwnFrame<T>(dataSource: DataSource, runner: QueryRunner, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+  const frame: Frame = { dataSource, manager: runner.manager, queryRunner: runner, children: new Mutex(), closed: false };
+  try {
+    return await context.run(frame, () => fn(runner.manager));
+  } finally {
+    frame.closed = true;
+  }
 }
 
 /** Runs `fn` in a transaction (joining as above) and binds `tx` to the async context. */

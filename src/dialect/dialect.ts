@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import type { BoundStatement, CopyAround } from './copy-pipeline';
+import type { CopyAround } from './copy-pipeline';
 import type { CopyRows } from './copy-text';
 import type { RecordColumn } from './record-columns';
 
@@ -46,6 +46,33 @@ export interface RecordConflict {
   update: string[];
 }
 
+/** The isolation levels a transaction of the library's may be opened with (fixed spellings, safe in SQL text). */
+export type IsolationLevel = 'READ UNCOMMITTED' | 'READ COMMITTED' | 'REPEATABLE READ' | 'SERIALIZABLE';
+
+/** A transaction's last statement (an UPDATE, the dialect's placeholders): it must change exactly `expected` rows. */
+export interface FinalStatement {
+  sql: string;
+  parameters: (string | number)[];
+  expected: number;
+}
+
+/**
+ * Transactions on a runner the library keeps, ended in the round trip of their last statements.
+ * The runner's TypeORM transaction state is the caller's to keep: these only talk to the server.
+ */
+export interface PipelinedCommit {
+  /** Opens a transaction on the runner's connection. */
+  begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void>;
+  /**
+   * In one round trip: `finals`, COMMIT, and with `beginNext` the next transaction's BEGIN. Resolves true once committed;
+   * false when a final changed other than its `expected` rows — then nothing was committed and the
+   * transaction is left failed, to be rolled back. Other errors are raised unchanged (roll back too).
+   */
+  commit(runner: QueryRunner, finals: FinalStatement[], options: { beginNext?: boolean; isolation?: IsolationLevel }): Promise<boolean>;
+  /** Ends the runner's transaction (a no-op with a warning when there is none). */
+  rollback(runner: QueryRunner): Promise<void>;
+}
+
 export interface TableRef {
   name: string;
   schema?: string;
@@ -62,6 +89,11 @@ export interface Dialect {
   readonly singleConnection: boolean;
   /** Isolation level of the transactions the library opens itself; undefined keeps the DataSource's. */
   readonly ownTransactionIsolation?: 'READ COMMITTED';
+  /**
+   * Where the library may keep a runner between its own transactions and end each in the round
+   * trip of its last statements (PostgreSQL); undefined elsewhere (TypeORM's transactions then).
+   */
+  readonly pipelinedCommit?: PipelinedCommit;
   /** Quotes an identifier (doubling the quote character inside it). */
   quote(identifier: string): string;
   /**

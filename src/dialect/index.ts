@@ -5,9 +5,10 @@ import { mysql } from './mysql';
 import { postgres } from './postgres';
 import { sqlite } from './sqlite';
 
-export type { ColumnInfo, Dialect, Executed, KeyType, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
+export type { ColumnInfo, Dialect, Executed, FinalStatement, IsolationLevel, KeyType, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
 export type { RecordColumn, RecordKind } from './record-columns';
-export type { BoundStatement, CopyAround } from './copy-pipeline';
+export type { CopyAround } from './copy-pipeline';
+export type { BoundStatement } from './pg-pipeline';
 export { CopyText, type CopyRows, skipCopyRows } from './copy-text';
 
 /** The dialect of a DataSource's driver: everything that differs between databases is behind it. */

@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { ColumnInfo, Dialect } from './dialect';
 import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
+import { pgPipelinedCommit } from './pg-commit';
 import { listenOnPostgres } from './pg-listen';
 import { integerRange, type RecordColumn } from './record-columns';
 import {
@@ -86,6 +87,7 @@ export const postgres: Dialect = {
   },
   supportsSkipLocked: true,
   singleConnection: false,
+  pipelinedCommit: pgPipelinedCommit,
   quote: doubleQuote,
   execute: executePrepared,
   sql(text) {

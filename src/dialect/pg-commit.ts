@@ -1,0 +1,81 @@
+import { serialize } from 'pg-protocol';
+import type { QueryRunner } from 'typeorm';
+import { errorCodes } from '../core/database-errors';
+import type { FinalStatement, IsolationLevel, PipelinedCommit } from './dialect';
+import { executeMessages, PipelineBuilder, simpleQuery } from './pg-pipeline';
+
+// The guard below divides by zero when a final statement changed fewer rows than it must: nothing
+// else in a commit pipeline divides, so this SQLSTATE (division_by_zero) means "not held".
+const NOT_HELD = '22012';
+
+const COMMIT_SQL = 'COMMIT';
+const COMMIT = Buffer.concat(executeMessages(COMMIT_SQL, []));
+const ROLLBACK_SQL = 'ROLLBACK';
+const ROLLBACK = serialize.query(ROLLBACK_SQL);
+
+const beginTexts = new Map<IsolationLevel | undefined, { sql: string; simple: Buffer; extended: Buffer }>();
+
+function begin(isolation: IsolationLevel | undefined): { sql: string; simple: Buffer; extended: Buffer } {
+  let text = beginTexts.get(isolation);
+  if (!text) {
+    // `isolation` is one of four fixed spellings (IsolationLevel), never a caller's string.
+    const sql = isolation === undefined ? 'START TRANSACTION' : `START TRANSACTION ISOLATION LEVEL ${isolation}`;
+    text = { sql, simple: serialize.query(sql), extended: Buffer.concat(executeMessages(sql, [])) };
+    beginTexts.set(isolation, text);
+  }
+  return text;
+}
+
+const guardedTexts = new Map<string, string>();
+
+/**
+ * `update` (an UPDATE without RETURNING, `$n` placeholders) as a statement that fails with
+ * division_by_zero unless it changed exactly as many rows as its last parameter says, which
+ * aborts the transaction before the COMMIT sent after it.
+ */
+function guarded(update: string, parameters: number): string {
+  let sql = guardedTexts.get(update);
+  if (sql === undefined) {
+    sql =
+      `WITH changed AS (${update} RETURNING 1) ` +
+      `SELECT 1 / (CASE WHEN COUNT(*) = $${parameters + 1} THEN 1 ELSE 0 END) AS held FROM changed`;
+    guardedTexts.set(update, sql);
+  }
+  return sql;
+}
+
+/**
+ * PostgreSQL's commit pipeline: the final statements, COMMIT and the next transaction's BEGIN as
+ * extended-protocol messages with one Sync, one round trip. A final that changed too few rows
+ * raises an error, after which the server skips the rest up to the Sync: nothing commits.
+ */
+export const pgPipelinedCommit: PipelinedCommit = {
+  async begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void> {
+    const text = begin(isolation);
+    await simpleQuery(runner, text.simple, text.sql);
+  },
+
+  async commit(runner: QueryRunner, finals: FinalStatement[], options): Promise<boolean> {
+    const pipeline = await PipelineBuilder.on(runner);
+    for (const final of finals) {
+      pipeline.statement({ sql: guarded(final.sql, final.parameters.length), parameters: [...final.parameters, final.expected], prepare: true });
+    }
+    pipeline.raw(COMMIT, COMMIT_SQL);
+    if (options.beginNext) {
+      const next = begin(options.isolation);
+      pipeline.raw(next.extended, next.sql);
+    }
+    try {
+      await pipeline.send();
+      return true;
+    } catch (error) {
+      // Only a guard divides: a final that errs this way found its rows changed by someone else.
+      if (pipeline.completed < finals.length && errorCodes(error).includes(NOT_HELD)) return false;
+      throw error;
+    }
+  },
+
+  async rollback(runner: QueryRunner): Promise<void> {
+    await simpleQuery(runner, ROLLBACK, ROLLBACK_SQL);
+  },
+};
