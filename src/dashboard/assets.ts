@@ -70,7 +70,8 @@ export const DASHBOARD_JS = `
 // Live refresh: fetch this same page, swap the main container when its content changed. The next
 // poll starts only after the last one ended; hidden tabs pause it, and so does the user at work:
 // selected rows, a pointer held down (a click in progress must land on the node it started on),
-// focus inside the container (a form being filled, a link or button being used).
+// a form field inside the container being filled. (A focused link or summary does not pause it:
+// open sections are kept across a swap.)
 (function () {
   'use strict';
   var main = document.getElementById('dashboard-main');
@@ -87,7 +88,7 @@ export const DASHBOARD_JS = `
     if (!current || pointerDown) return true;
     if (current.querySelector('input[type="checkbox"]:checked')) return true;
     var active = document.activeElement;
-    return !!(active && active !== current && current.contains(active));
+    return !!(active && current.contains(active) && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName));
   }
 
   function schedule() {
