@@ -14,13 +14,14 @@ describe('eachBatch survives SIGKILL (child processes)', function () {
   for (let trial = 0; trial < TRIALS; trial++) {
     it(`trial ${trial + 1}: killed at random points, restarted, every row applied exactly once`, async () => {
       const job = `crash-${trial}`;
-      // One or two kills per trial, each at a random batch, between commits or inside a batch.
+      // One or two kills per trial, each at a random batch, between commits or inside a batch (the
+      // child freezes at that line, so the kill lands exactly there).
       const kills = 1 + (trial % 2);
       for (let k = 0; k < kills; k++) {
         const before = (await status(db.ds, job))?.batches ?? 0;
         const target = Math.floor(Math.random() * 40) + 1;
         const where = Math.random() < 0.5 ? 'handler' : 'batch';
-        const child = startChild(WORKER, [db.url, job]);
+        const child = startChild(WORKER, [db.url, job], { CK_FREEZE_AT: `${where} ${target}` });
         await child.waitForLine((line) => line === `${where} ${target}` || line === 'done');
         await kill(child);
         const after = (await status(db.ds, job))?.batches ?? 0;

@@ -41,6 +41,8 @@ interface FaultPlan {
   max: number;
   gap: [number, number];
   which: 'all' | 'one';
+  /** SQLite: hold the first lock until this settles (by default 300 ms), so the work surely meets it. */
+  firstHeldUntil?: Promise<unknown>;
 }
 
 function random(min: number, max: number): number {
@@ -88,7 +90,7 @@ async function holdWriteLock(holder: Child, plan: FaultPlan): Promise<Faults> {
   };
   const first = await lock();
   const loop = (async () => {
-    await pause(300);
+    await (plan.firstHeldUntil ?? pause(300));
     await release(first);
     while (!stopped && injected < plan.max) {
       await pause(random(...plan.gap));
@@ -140,7 +142,6 @@ describe(`faults: ${faultKind} while work runs`, function () {
     await db.ds.query('CREATE TABLE fault_dst (job varchar(64) NOT NULL, source_id integer NOT NULL)');
     await db.ds.query('CREATE TABLE fault_rows (batch varchar(64) NOT NULL, id varchar(64) NOT NULL, value bigint NOT NULL)');
     await db.ds.query('CREATE TABLE fault_effects (file_url varchar(768) NOT NULL, worker varchar(255) NOT NULL, claim_token bigint NOT NULL)');
-    await db.ds.query('CREATE TABLE fault_gate (opened integer NOT NULL)');
     const ids = Array.from({ length: 3000 }, (_, i) => i + 1 + Math.floor(i / 5));
     for (let start = 0; start < ids.length; start += 500) {
       const chunk = ids.slice(start, start + 500);
@@ -256,9 +257,11 @@ describe(`faults: ${faultKind} while work runs`, function () {
     try {
       for (let w = 0; w < WORKERS; w++) workers.push(startChild(CLAIM_WORKER, [db.url, `w${w}`, String(FILES), '1000', String(BUSY_MS)]));
       await Promise.all(workers.map((worker) => worker.waitForLine((line) => line === 'waiting')));
-      // The gate first: on SQLite this process must not wait for a lock the fault holds.
-      await db.ds.query('INSERT INTO fault_gate (opened) VALUES (1)');
-      faults = await startFaults({ max: 40, gap: [10, 60], which: 'one' });
+      // Faults first, then the go: on SQLite the first lock is held until a worker has failed on it,
+      // so the work cannot finish before any fault reaches it, however loaded the machine is.
+      const firstError = Promise.race(workers.map((worker) => worker.waitForLine((line) => line.startsWith('error ')))).catch(() => undefined);
+      faults = await startFaults({ max: 40, gap: [10, 60], which: 'one', firstHeldUntil: firstError });
+      for (const worker of workers) worker.send('go');
       // Faults stop once every worker has finished its work (not during its own shutdown).
       await Promise.all(workers.map((worker) => worker.waitForLine((line) => line.startsWith('result '))));
       const injected = await faults.stop();
