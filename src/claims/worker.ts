@@ -273,7 +273,9 @@ class FileWorker implements Worker {
       return !held.lost;
     });
     if (live.length === 0) return;
-    const lane = this.freeLanes.pop() ?? new TransactionLane(this.followsAtOnce);
+    // Commits that do not wait for their WAL flush: a database crash can lose the last of them only
+    // whole (the handler's writes with the completion), and those files run again (README, Guarantees).
+    const lane = this.freeLanes.pop() ?? new TransactionLane(this.followsAtOnce, { asynchronousCommit: true });
     const task = (live.length === 1 ? this.runOne(live[0], lane) : this.runChunk(live, lane)).finally(async () => {
       if (!this.followsAtOnce()) await lane.close();
       this.freeLanes.push(lane);

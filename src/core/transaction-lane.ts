@@ -40,7 +40,14 @@ export class TransactionLane {
   /** The server is already in a transaction the lane opened ahead (its BEGIN went with the last COMMIT). */
   private begun = false;
 
-  constructor(private readonly next: () => boolean) {}
+  /**
+   * `asynchronousCommit`: COMMIT returns before the WAL reaches the disk (`SET LOCAL`, so the
+   * setting ends with each transaction): a database crash may lose the last commits, never half of one.
+   */
+  constructor(
+    private readonly next: () => boolean,
+    private readonly options: { asynchronousCommit?: boolean } = {},
+  ) {}
 
   /**
    * True when a transaction of the library's on `db` can run on a lane: one of its own (nothing to
@@ -113,7 +120,7 @@ export class TransactionLane {
     const beginNext = this.next();
     let held: boolean;
     try {
-      held = await commit.commit(runner, finals(result), { beginNext, isolation });
+      held = await commit.commit(runner, finals(result), { beginNext, isolation, asynchronous: this.options.asynchronousCommit });
     } catch (error) {
       await this.abort();
       throw ownStatementError(error, what);

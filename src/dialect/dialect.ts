@@ -64,11 +64,12 @@ export interface PipelinedCommit {
   /** Opens a transaction on the runner's connection. */
   begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void>;
   /**
-   * In one round trip: `finals`, COMMIT, and with `beginNext` the next transaction's BEGIN. Resolves true once committed;
+   * In one round trip: `finals`, (with `asynchronous`) `asynchronousCommit`, COMMIT, and with
+   * `beginNext` the next transaction's BEGIN. Resolves true once committed;
    * false when a final changed other than its `expected` rows — then nothing was committed and the
    * transaction is left failed, to be rolled back. Other errors are raised unchanged (roll back too).
    */
-  commit(runner: QueryRunner, finals: FinalStatement[], options: { beginNext?: boolean; isolation?: IsolationLevel }): Promise<boolean>;
+  commit(runner: QueryRunner, finals: FinalStatement[], options: { asynchronous?: boolean; beginNext?: boolean; isolation?: IsolationLevel }): Promise<boolean>;
   /** Ends the runner's transaction (a no-op with a warning when there is none). */
   rollback(runner: QueryRunner): Promise<void>;
 }

@@ -10,6 +10,9 @@ const NOT_HELD = '22012';
 
 const COMMIT_SQL = 'COMMIT';
 const COMMIT = Buffer.concat(executeMessages(COMMIT_SQL, []));
+// The dialect's asynchronousCommit statement, prebuilt.
+const ASYNCHRONOUS_SQL = 'SET LOCAL synchronous_commit = off';
+const ASYNCHRONOUS = Buffer.concat(executeMessages(ASYNCHRONOUS_SQL, []));
 const ROLLBACK_SQL = 'ROLLBACK';
 const ROLLBACK = serialize.query(ROLLBACK_SQL);
 
@@ -60,6 +63,7 @@ export const pgPipelinedCommit: PipelinedCommit = {
     for (const final of finals) {
       pipeline.statement({ sql: guarded(final.sql, final.parameters.length), parameters: [...final.parameters, final.expected], prepare: true });
     }
+    if (options.asynchronous) pipeline.raw(ASYNCHRONOUS, ASYNCHRONOUS_SQL);
     pipeline.raw(COMMIT, COMMIT_SQL);
     if (options.beginNext) {
       const next = begin(options.isolation);
