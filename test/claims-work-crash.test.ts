@@ -65,6 +65,7 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
     };
     // The files each killed worker held when it died, with their claim tokens then and its id.
     const held = new Map<string, { token: number; worker: string }>();
+    const kills: string[] = [];
     const claimsOf = async (worker: string) =>
       (await ds.query(sql("SELECT file_url, claim_token FROM file_checkpoints WHERE status = 'processing' AND processed_by = ?"), [worker])) as {
         file_url: string;
@@ -100,12 +101,16 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
         expect(victim.process.signalCode).to.equal('SIGKILL');
         // Dead now: what it still holds stays as it is until a lease expiry hands it to another worker.
         const victimId = ids.get(victim)!;
+        const before = held.size;
         for (const row of await claimsOf(victimId)) held.set(row.file_url, { token: Number(row.claim_token), worker: victimId });
+        kills.push(`kill ${k}: ${victimId} held ${held.size - before} (settled ${(await settled()).finished})`);
         const replacement = launch();
         children.push(replacement);
         all.push(replacement);
-        await replacement.waitForLine((line) => line === 'ready');
+        // Not waited for: the next kill point comes while it starts (MariaDB and SQLite could
+        // otherwise settle every file during a start-up).
       }
+      await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
       for (;;) {
         const { summary, finished } = await settled();
         if (finished === FILES) {
@@ -157,7 +162,7 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
     // (its token moved on) and settled — unless the killed worker's own completion was already on
     // its way to the server (a commit or failure sent just before the kill still lands), in which
     // case that worker's row is the file's one row (or, failed, it has none). At least one kill found claims to take over.
-    expect(held.size).to.be.greaterThan(0);
+    expect(held.size, kills.join('; ')).to.be.greaterThan(0);
     const byUrl = new Map(rows.map((row) => [row.file_url, row]));
     const writers = new Map<string, string>();
     for (const { file_url: url, worker } of (await ds.query('SELECT file_url, worker FROM work_rows')) as { file_url: string; worker: string }[]) {
