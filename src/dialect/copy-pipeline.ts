@@ -1,4 +1,4 @@
-import { serialize } from 'pg-protocol';
+import { DatabaseError, serialize } from 'pg-protocol';
 import type { QueryRunner } from 'typeorm';
 import type { CopyRows } from './copy-text';
 import { pgClientOf } from './pg-client';
@@ -18,6 +18,23 @@ export interface BoundStatement {
 export interface CopyAround {
   before?: BoundStatement[];
   after?: BoundStatement[];
+  /**
+   * Pipelined (a transaction's pipeline on a connection the caller holds): everything up to `after`
+   * is sent at once, even while the connection still runs the pipeline before it, but `after` only
+   * once that one succeeded and `proceed` resolved to true; otherwise the pipeline ends without
+   * `after` and fails with `AbandonedPipeline` (the caller rolls its transaction back). `proceed`
+   * must not wait for anything else on this connection.
+   */
+  proceed?: Promise<boolean>;
+  /** Called once the pipeline is on its way: a pipeline sent after it is sent after it on the wire. */
+  onSent?: () => void;
+}
+
+/** A pipelined transaction ended before `after`: the pipeline before it failed, or `proceed()` said no. */
+export class AbandonedPipeline extends Error {
+  constructor() {
+    super('The pipeline was abandoned before its last statements.');
+  }
 }
 
 // PostgreSQL ≤ 16 remembers each tuple slot of a COPY's insert buffer (up to 1,000) in a resource
@@ -69,6 +86,9 @@ function statementMessages(statement: BoundStatement, known: Set<string>, used: 
   return [serialize.close({ type: 'S', name }), serialize.parse({ name, text: statement.sql }), bind, EXECUTE];
 }
 
+/** The pipeline last handed to each pg client: the one a gated pipeline waits for. */
+const lastPipelines = new WeakMap<object, MessagePipeline>();
+
 const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
 
 /**
@@ -88,45 +108,109 @@ function copyStatement(table: string, columns: string[]): { sql: string; message
 
 /** The pg connection's socket, as a query object passed to `client.query` sees it. */
 interface PgConnection {
-  stream: { cork(): void; uncork(): void; write(chunk: Buffer): boolean };
+  stream: { cork(): void; uncork(): void; write(chunk: Buffer): boolean; writable?: boolean };
+}
+
+/** The pg client as a pipeline uses it; `_queryQueue` (pg 8's queue of queries not yet sent) may be absent. */
+interface PgClient {
+  query(query: MessagePipeline): unknown;
+  connection?: PgConnection;
+  _queryQueue?: unknown[];
 }
 
 /**
  * A pipeline of extended-protocol messages ending in Sync, sent as one write through pg's query
  * queue (pg hands a query object with `submit` the connection, as pg-copy-streams does): the
  * command tags arrive in order, then ReadyForQuery — or an ErrorResponse, after which the server
- * skips the rest up to the Sync.
+ * skips the rest up to the Sync. A gated pipeline (`proceed`) may write its head earlier
+ * (`sendHead`) and decides on its tail when pg submits it, i.e. once the pipeline before it ended.
  */
 class MessagePipeline {
   readonly tags: string[] = [];
   readonly done: Promise<void>;
+  failed = false;
+  finished = false;
+  private headSent = false;
+  private abandoned = false;
+  private error: unknown = undefined;
   private settle!: (error?: unknown) => void;
 
-  constructor(private readonly messages: Buffer[]) {
+  constructor(
+    private readonly head: Buffer[],
+    private readonly tail: Buffer[] = [],
+    private readonly previous: MessagePipeline | null = null,
+    private readonly proceed: Promise<boolean> | null = null,
+  ) {
     this.done = new Promise<void>((resolve, reject) => (this.settle = (error) => (error === undefined ? resolve() : reject(error))));
   }
 
-  submit(connection: PgConnection): void {
+  /** Writes the head now: every message pg sends before this pipeline's is on the wire already. */
+  sendHead(connection: PgConnection): void {
+    this.headSent = true;
     connection.stream.cork();
-    for (const message of this.messages) connection.stream.write(message);
+    for (const message of this.head) connection.stream.write(message);
+    connection.stream.uncork();
+  }
+
+  /** pg hands over the connection: the pipeline before this one has ended. */
+  submit(connection: PgConnection): void {
+    if (this.proceed === null) this.finish(connection, true);
+    else if (this.previous?.failed) this.finish(connection, false);
+    else {
+      this.proceed.then(
+        (proceed) => this.finish(connection, proceed),
+        () => this.finish(connection, false),
+      );
+    }
+  }
+
+  /** Writes the rest, ending in Sync; an abandoned pipeline sends no more than the Sync. */
+  private finish(connection: PgConnection, proceed: boolean): void {
+    // The connection broke meanwhile: pg has failed this query already.
+    if (this.finished || connection.stream.writable === false) return;
+    this.abandoned = !proceed;
+    // A head that failed on its own needs only the Sync that ends the server's skipping.
+    const complete = proceed && !this.failed;
+    // A pipeline after an abandoned one must not commit either.
+    if (this.abandoned) this.failed = true;
+    connection.stream.cork();
+    if (complete && !this.headSent) for (const message of this.head) connection.stream.write(message);
+    if (complete) for (const message of this.tail) connection.stream.write(message);
+    connection.stream.write(SYNC);
     connection.stream.uncork();
   }
 
   /** pg wraps it with its query timeout, when one is configured. */
   callback(): void {
-    // Settled through handleReadyForQuery / handleError.
+    // Settled through handleReadyForQuery.
   }
 
   handleCommandComplete(message: { text: string }): void {
     this.tags.push(message.text);
   }
 
-  handleError(error: unknown): void {
-    this.settle(error ?? new Error('query failed'));
+  /**
+   * pg drops the query at an ErrorResponse; the pipeline settles at the ReadyForQuery after it
+   * (once pg has handed the connection to the next query, so a ROLLBACK queues behind a pipeline
+   * sent earlier), or at once when the connection broke.
+   */
+  handleError(error: unknown, connection?: PgConnection & { once(event: 'readyForQuery', listener: () => void): unknown }): void {
+    this.failed = true;
+    this.error ??= error ?? new Error('query failed');
+    if (error instanceof DatabaseError && connection) connection.once('readyForQuery', () => this.handleReadyForQuery());
+    else this.handleReadyForQuery();
   }
 
+  /**
+   * Settles only now, so pg has handed the connection to the next query before the caller reacts
+   * (a ROLLBACK then queues behind a pipelined successor, which was sent first).
+   */
   handleReadyForQuery(): void {
-    this.settle();
+    if (this.finished) return;
+    this.finished = true;
+    // What an abandoned head ran into (the failed transaction before it) is no error of its own.
+    if (this.abandoned) this.settle(new AbandonedPipeline());
+    else this.settle(this.failed ? this.error : undefined);
   }
 
   // Messages a COPY pipeline does not produce, or needs nothing from.
@@ -145,7 +229,7 @@ class MessagePipeline {
  * TypeORM logs its own queries.
  */
 export async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
-  const client = await pgClientOf<{ query(query: MessagePipeline): unknown }>(runner);
+  const client = await pgClientOf<PgClient>(runner);
   let known = preparedOnClient.get(client);
   if (!known) {
     known = new Set();
@@ -166,9 +250,26 @@ export async function copyFromStdin(runner: QueryRunner, table: string, columns:
     // The rows are copied once, into the CopyData message (125 rows at a time).
     messages.push(copy.messages, serialize.copyData(data), COPY_DONE);
   }
-  messages.push(...after.flatMap((statement) => statementMessages(statement, known, used)), SYNC);
-  const pipeline = new MessagePipeline(messages);
+  const tail = after.flatMap((statement) => statementMessages(statement, known, used));
+  const last = lastPipelines.get(client);
+  const previous = around.proceed && last && !last.finished ? last : null;
+  let pipeline: MessagePipeline;
+  if (previous) {
+    // Sent behind the pipeline still running: its tail waits for `proceed`, which waits for that
+    // one's success, so nothing it needs on this connection can queue behind this one.
+    pipeline = new MessagePipeline(messages, tail, previous, around.proceed!);
+    // pg sends a query once the one before it ended; with nothing else waiting in its queue, every
+    // message before this pipeline's is written already, so its head can go now.
+    if (client.connection && client._queryQueue?.length === 0) pipeline.sendHead(client.connection);
+  } else {
+    // Nothing of ours runs on the connection: whatever the chunk before does with it after its
+    // failure (ROLLBACK, lookups) has to end before `proceed` settles, so wait for it here.
+    if (around.proceed && !(await around.proceed)) throw new AbandonedPipeline();
+    pipeline = new MessagePipeline([...messages, ...tail]);
+  }
+  lastPipelines.set(client, pipeline);
   client.query(pipeline);
+  around.onSent?.();
   try {
     await pipeline.done;
   } catch (error) {

@@ -8,6 +8,7 @@ import { sqlite } from './sqlite';
 export type { ColumnInfo, Dialect, Executed, KeyType, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
 export type { RecordColumn, RecordKind } from './record-columns';
 export type { BoundStatement, CopyAround } from './copy-pipeline';
+export { AbandonedPipeline } from './copy-pipeline';
 export { CopyText, type CopyRows, skipCopyRows } from './copy-text';
 
 /** The dialect of a DataSource's driver: everything that differs between databases is behind it. */
