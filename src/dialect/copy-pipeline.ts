@@ -111,6 +111,12 @@ interface PgConnection {
   stream: { cork(): void; uncork(): void; write(chunk: Buffer): boolean; writable?: boolean };
 }
 
+/** The events of pg's connection a failed pipeline waits for. */
+interface PgEvents {
+  on(event: 'readyForQuery' | 'end', listener: () => void): unknown;
+  off(event: 'readyForQuery' | 'end', listener: () => void): unknown;
+}
+
 /** The pg client as a pipeline uses it; `_queryQueue` (pg 8's queue of queries not yet sent) may be absent. */
 interface PgClient {
   query(query: MessagePipeline): unknown;
@@ -131,6 +137,9 @@ class MessagePipeline {
   failed = false;
   finished = false;
   private headSent = false;
+  private complete = false;
+  // Heads of pipelines sent behind this one, written right after this one's last message.
+  private readonly behind: (() => void)[] = [];
   private abandoned = false;
   private error: unknown = undefined;
   private settle!: (error?: unknown) => void;
@@ -142,6 +151,15 @@ class MessagePipeline {
     private readonly proceed: Promise<boolean> | null = null,
   ) {
     this.done = new Promise<void>((resolve, reject) => (this.settle = (error) => (error === undefined ? resolve() : reject(error))));
+  }
+
+  /**
+   * Runs `send` (which writes another pipeline's head) once this pipeline's messages are all on
+   * the wire, COMMIT included; never when it ends without them (the one behind is abandoned then).
+   */
+  sendBehind(send: () => void): void {
+    if (this.complete) send();
+    else if (!this.failed && !this.finished) this.behind.push(send);
   }
 
   /** Writes the head now: every message pg sends before this pipeline's is on the wire already. */
@@ -178,6 +196,8 @@ class MessagePipeline {
     if (complete) for (const message of this.tail) connection.stream.write(message);
     connection.stream.write(SYNC);
     connection.stream.uncork();
+    this.complete = complete;
+    if (complete) for (const send of this.behind.splice(0)) send();
   }
 
   /** pg wraps it with its query timeout, when one is configured. */
@@ -194,11 +214,21 @@ class MessagePipeline {
    * (once pg has handed the connection to the next query, so a ROLLBACK queues behind a pipeline
    * sent earlier), or at once when the connection broke.
    */
-  handleError(error: unknown, connection?: PgConnection & { once(event: 'readyForQuery', listener: () => void): unknown }): void {
+  handleError(error: unknown, connection?: PgEvents): void {
     this.failed = true;
     this.error ??= error ?? new Error('query failed');
-    if (error instanceof DatabaseError && connection) connection.once('readyForQuery', () => this.handleReadyForQuery());
-    else this.handleReadyForQuery();
+    if (!(error instanceof DatabaseError) || !connection) {
+      this.handleReadyForQuery();
+      return;
+    }
+    // A FATAL error is followed by the end of the connection, not by ReadyForQuery.
+    const ended = () => {
+      connection.off('readyForQuery', ended);
+      connection.off('end', ended);
+      this.handleReadyForQuery();
+    };
+    connection.on('readyForQuery', ended);
+    connection.on('end', ended);
   }
 
   /**
@@ -258,9 +288,11 @@ export async function copyFromStdin(runner: QueryRunner, table: string, columns:
     // Sent behind the pipeline still running: its tail waits for `proceed`, which waits for that
     // one's success, so nothing it needs on this connection can queue behind this one.
     pipeline = new MessagePipeline(messages, tail, previous, around.proceed!);
-    // pg sends a query once the one before it ended; with nothing else waiting in its queue, every
-    // message before this pipeline's is written already, so its head can go now.
-    if (client.connection && client._queryQueue?.length === 0) pipeline.sendHead(client.connection);
+    // pg sends a query once the one before it ended; with nothing else waiting in its queue, the
+    // head can go as soon as the running pipeline has written its last message (its COMMIT may
+    // still wait for its own `proceed`: a head written before it would join its transaction).
+    const connection = client.connection;
+    if (connection && client._queryQueue?.length === 0) previous.sendBehind(() => pipeline.sendHead(connection));
   } else {
     // Nothing of ours runs on the connection: whatever the chunk before does with it after its
     // failure (ROLLBACK, lookups) has to end before `proceed` settles, so wait for it here.

@@ -171,7 +171,11 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   const submit = async (): Promise<boolean> => {
     await inFlight.ready();
     // An abort during the chunk in flight stops before the next one, the file's last chunk included.
-    if (result.nextIndex >= total || signal?.aborted) return false;
+    if (result.nextIndex >= total || signal?.aborted) {
+      // Never return with a chunk in flight: its connection goes back to the pool after the import.
+      await inFlight.settle();
+      return false;
+    }
     // Another runner of this import may have committed some of these rows already.
     const taken = chunk.take(result.nextIndex);
     if (taken) inFlight.start(taken);

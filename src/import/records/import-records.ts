@@ -363,8 +363,12 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   /** Waits until another chunk may go (`depth` in flight), then sends this one; false when the import is to stop instead. */
   const submit = async (): Promise<boolean> => {
     await inFlight.ready();
-    if (result.nextIndex >= total || signal?.aborted) return false;
-    // The chunk before this one has committed: the COPY text it took can be reused (`CopyText.take`).
+    if (result.nextIndex >= total || signal?.aborted) {
+      // Never return with a chunk in flight: its connection goes back to the pool after the import.
+      await inFlight.settle();
+      return false;
+    }
+    // At most `depth` chunks are in flight: the COPY text taken before them can be reused (`CopyText.take`).
     if (copying) chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [] };
     // Another runner of this import may have committed some of these rows already.
     const taken = rowsFrom(chunk, result.nextIndex);
