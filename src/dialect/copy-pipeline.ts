@@ -30,7 +30,7 @@ export interface CopyAround {
   onSent?: () => void;
 }
 
-/** A pipelined transaction ended before `after`: the pipeline before it failed, or `proceed()` said no. */
+/** A pipelined transaction ended before `after`: the pipeline before it failed, or `proceed` resolved to false. */
 export class AbandonedPipeline extends Error {
   constructor() {
     super('The pipeline was abandoned before its last statements.');
