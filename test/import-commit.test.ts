@@ -65,7 +65,8 @@ describe(`import chunk commits (${DRIVER})`, () => {
       const stop = new AbortController();
       const first = await importFile(db.ds, 'resumed', path, { size: 1000, signal: stop.signal, onProgress: () => stop.abort() });
       expect(first).to.include({ nextIndex: 1000, done: false });
-      expect(chunkCommits(log)).to.deep.equal(['async']);
+      // The next chunk may have been sent behind it (pipelined) before the stop, and was not committed.
+      expect(chunkCommits(log)[0]).to.equal('async');
       log.clear();
       expect(await importFile(db.ds, 'resumed', path, { size: 1000 })).to.include({ rows: ROWS - 1000, done: true });
       expect(chunkCommits(log)).to.deep.equal(['async', 'async', 'sync']);

@@ -1,13 +1,17 @@
 import { serialize } from 'pg-protocol';
 import type { QueryRunner } from 'typeorm';
 import type { CopyRows } from './copy-text';
-import { type BoundStatement, executeMessages, PipelineBuilder } from './pg-pipeline';
+import { type BoundStatement, executeMessages, PipelineBuilder, type PipelineGate } from './pg-pipeline';
 import { doubleQuote } from './shared-sql';
 
 export type { BoundStatement } from './pg-pipeline';
 
-/** Statements that `copyRows` runs before and after the COPY, in the same round trip. */
-export interface CopyAround {
+/**
+ * Statements that `copyRows` runs before and after the COPY, in the same round trip; with
+ * `proceed`, pipelined behind the transaction still running on the connection (PipelineGate):
+ * `after` is sent only once that one committed and `proceed` resolved to true.
+ */
+export interface CopyAround extends PipelineGate {
   before?: BoundStatement[];
   after?: BoundStatement[];
 }
@@ -54,6 +58,7 @@ export async function copyFromStdin(runner: QueryRunner, table: string, columns:
     // The rows are copied once, into the CopyData message (125 rows at a time).
     pipeline.raw(copy.messages).raw(serialize.copyData(data)).raw(COPY_DONE);
   }
+  pipeline.startTail();
   for (const statement of around.after ?? []) pipeline.statement(statement);
-  await pipeline.send();
+  await pipeline.send(around);
 }

@@ -28,8 +28,11 @@ export class CopyText {
   private length = 0;
   private rows = 0;
   private ends: Int32Array = new Int32Array(1024);
-  // What the take before last handed over: reused by the next take (see `take`).
-  private spare: { buffer: Buffer; ends: Int32Array } | null = null;
+  // What the last takes handed over, oldest first: reused once `inFlight` more takes followed (see `take`).
+  private readonly taken: { buffer: Buffer; ends: Int32Array }[] = [];
+
+  /** `inFlight`: how many taken chunks may still be in use (sent, or retried) while the next one is written. */
+  constructor(private readonly inFlight = 1) {}
 
   get rowCount(): number {
     return this.rows;
@@ -97,13 +100,13 @@ export class CopyText {
   }
 
   /**
-   * The rows written so far; the writer starts again empty. What is taken stays valid until the
-   * take after next, whose memory it reuses (one chunk is sent while the next one is written).
+   * The rows written so far; the writer starts again empty. What is taken stays valid for `inFlight`
+   * more takes; the one after those reuses its memory (chunks are sent while the next one is written).
    */
   take(): CopyRows {
     const taken = { bytes: this.buffer.subarray(0, this.length), rows: this.rows, ends: this.ends };
-    const spare = this.spare;
-    this.spare = { buffer: this.buffer, ends: this.ends };
+    this.taken.push({ buffer: this.buffer, ends: this.ends });
+    const spare = this.taken.length > this.inFlight ? this.taken.shift() : undefined;
     this.buffer = spare?.buffer ?? Buffer.allocUnsafe(this.buffer.length);
     this.ends = spare?.ends ?? new Int32Array(this.ends.length);
     this.length = 0;

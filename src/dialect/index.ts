@@ -9,6 +9,7 @@ export type { ColumnInfo, Dialect, Executed, FinalStatement, IsolationLevel, Key
 export type { RecordColumn, RecordKind } from './record-columns';
 export type { CopyAround } from './copy-pipeline';
 export type { BoundStatement } from './pg-pipeline';
+export { AbandonedPipeline } from './pg-pipeline';
 export { CopyText, type CopyRows, skipCopyRows } from './copy-text';
 
 /** The dialect of a DataSource's driver: everything that differs between databases is behind it. */

@@ -1,4 +1,4 @@
-import { serialize } from 'pg-protocol';
+import { DatabaseError, serialize } from 'pg-protocol';
 import type { QueryRunner } from 'typeorm';
 import { pgClientOf } from './pg-client';
 
@@ -38,45 +38,149 @@ const preparedOnClient = new WeakMap<object, Set<string>>();
 
 /** The pg connection's socket, as a query object passed to `client.query` sees it. */
 interface PgConnection {
-  stream: { cork(): void; uncork(): void; write(chunk: Buffer): boolean };
+  stream: { cork(): void; uncork(): void; write(chunk: Buffer): boolean; writable?: boolean };
 }
 
+/** The events of pg's connection a failed pipeline waits for. */
+interface PgEvents {
+  on(event: 'readyForQuery' | 'end', listener: () => void): unknown;
+  off(event: 'readyForQuery' | 'end', listener: () => void): unknown;
+}
+
+/** The pg client as a pipeline uses it; `_queryQueue` (pg 8's queue of queries not yet sent) may be absent. */
+interface PgClient {
+  query(query: MessagePipeline): unknown;
+  connection?: PgConnection;
+  _queryQueue?: unknown[];
+}
+
+/** A pipelined transaction ended before its last statements: the pipeline before it failed, or `proceed` resolved to false. */
+export class AbandonedPipeline extends Error {
+  constructor() {
+    super('The pipeline was abandoned before its last statements.');
+  }
+}
+
+/** The pipeline last handed to each pg client: the one a gated pipeline waits for. */
+const lastPipelines = new WeakMap<object, MessagePipeline>();
+
 /**
- * A pipeline of extended-protocol messages ending in Sync, sent as one write through pg's query
- * queue (pg hands a query object with `submit` the connection, as pg-copy-streams does): the
- * command tags arrive in order, then ReadyForQuery — or an ErrorResponse, after which the server
- * skips the rest up to the Sync.
+ * A pipeline of extended-protocol messages ending in Sync (a simple-protocol one: without), sent
+ * as one write through pg's query queue (pg hands a query object with `submit` the connection, as
+ * pg-copy-streams does): the command tags arrive in order, then ReadyForQuery — or an
+ * ErrorResponse, after which the server skips the rest up to the Sync. A gated pipeline
+ * (`proceed`) may write its head earlier (`sendHead`) and decides on its tail when pg submits it,
+ * i.e. once the pipeline before it ended.
  */
 class MessagePipeline {
   readonly tags: string[] = [];
   readonly done: Promise<void>;
+  failed = false;
+  finished = false;
+  private headSent = false;
+  private complete = false;
+  // Heads of pipelines sent behind this one, written right after this one's last message.
+  private readonly behind: (() => void)[] = [];
+  private abandoned = false;
+  private error: unknown = undefined;
   private settle!: (error?: unknown) => void;
 
-  constructor(private readonly messages: Buffer[]) {
+  constructor(
+    private readonly head: Buffer[],
+    private readonly options: { tail?: Buffer[]; previous?: MessagePipeline; proceed?: Promise<boolean>; sync?: boolean } = {},
+  ) {
     this.done = new Promise<void>((resolve, reject) => (this.settle = (error) => (error === undefined ? resolve() : reject(error))));
   }
 
-  submit(connection: PgConnection): void {
+  /**
+   * Runs `send` (which writes another pipeline's head) once this pipeline's messages are all on
+   * the wire, COMMIT included; never when it ends without them (the one behind is abandoned then).
+   */
+  sendBehind(send: () => void): void {
+    if (this.complete) send();
+    else if (!this.failed && !this.finished) this.behind.push(send);
+  }
+
+  /** Writes the head now: every message pg sends before this pipeline's is on the wire already. */
+  sendHead(connection: PgConnection): void {
+    this.headSent = true;
     connection.stream.cork();
-    for (const message of this.messages) connection.stream.write(message);
+    for (const message of this.head) connection.stream.write(message);
     connection.stream.uncork();
+  }
+
+  /** pg hands over the connection: the pipeline before this one has ended. */
+  submit(connection: PgConnection): void {
+    const { proceed, previous } = this.options;
+    if (proceed === undefined) this.finish(connection, true);
+    else if (previous?.failed) this.finish(connection, false);
+    else {
+      proceed.then(
+        (go) => this.finish(connection, go),
+        () => this.finish(connection, false),
+      );
+    }
+  }
+
+  /** Writes the rest, ending in Sync; an abandoned pipeline sends no more than the Sync. */
+  private finish(connection: PgConnection, proceed: boolean): void {
+    // The connection broke meanwhile: pg has failed this query already.
+    if (this.finished || connection.stream.writable === false) return;
+    this.abandoned = !proceed;
+    // A head that failed on its own needs only the Sync that ends the server's skipping.
+    const complete = proceed && !this.failed;
+    // A pipeline after an abandoned one must not commit either.
+    if (this.abandoned) this.failed = true;
+    connection.stream.cork();
+    if (complete && !this.headSent) for (const message of this.head) connection.stream.write(message);
+    if (complete) for (const message of this.options.tail ?? []) connection.stream.write(message);
+    if (this.options.sync !== false) connection.stream.write(SYNC);
+    connection.stream.uncork();
+    this.complete = complete;
+    if (complete) for (const send of this.behind.splice(0)) send();
   }
 
   /** pg wraps it with its query timeout, when one is configured. */
   callback(): void {
-    // Settled through handleReadyForQuery / handleError.
+    // Settled through handleReadyForQuery.
   }
 
   handleCommandComplete(message: { text: string }): void {
     this.tags.push(message.text);
   }
 
-  handleError(error: unknown): void {
-    this.settle(error ?? new Error('query failed'));
+  /**
+   * pg drops the query at an ErrorResponse; the pipeline settles at the ReadyForQuery after it
+   * (once pg has handed the connection to the next query, so a ROLLBACK queues behind a pipeline
+   * sent earlier), or at once when the connection broke.
+   */
+  handleError(error: unknown, connection?: PgEvents): void {
+    this.failed = true;
+    this.error ??= error ?? new Error('query failed');
+    if (!(error instanceof DatabaseError) || !connection) {
+      this.handleReadyForQuery();
+      return;
+    }
+    // A FATAL error is followed by the end of the connection, not by ReadyForQuery.
+    const ended = () => {
+      connection.off('readyForQuery', ended);
+      connection.off('end', ended);
+      this.handleReadyForQuery();
+    };
+    connection.on('readyForQuery', ended);
+    connection.on('end', ended);
   }
 
+  /**
+   * Settles only now, so pg has handed the connection to the next query before the caller reacts
+   * (a ROLLBACK then queues behind a pipelined successor, which was sent first).
+   */
   handleReadyForQuery(): void {
-    this.settle();
+    if (this.finished) return;
+    this.finished = true;
+    // What an abandoned head ran into (the failed transaction before it) is no error of its own.
+    if (this.abandoned) this.settle(new AbandonedPipeline());
+    else this.settle(this.failed ? this.error : undefined);
   }
 
   // Messages whose content the library's pipelines need nothing from.
@@ -89,22 +193,36 @@ class MessagePipeline {
 }
 
 /**
+ * A pipelined transaction on a connection the caller holds: everything up to the builder's tail is
+ * sent at once, even while the connection still runs the pipeline before it, but the tail only once
+ * that one succeeded and `proceed` resolved to true; otherwise the pipeline ends without its tail
+ * and fails with `AbandonedPipeline` (the caller rolls its transaction back). `proceed` must not
+ * wait for anything else on this connection. `onSent` is called once the pipeline is on its way: a
+ * pipeline sent after it is sent after it on the wire.
+ */
+export interface PipelineGate {
+  proceed?: Promise<boolean>;
+  onSent?: () => void;
+}
+
+/**
  * Builds the messages of one pipeline on one connection: statements of the library's own (prepared
  * ones once per connection) and prebuilt messages, then `send` writes them with a Sync.
  */
 export class PipelineBuilder {
-  private readonly messages: Buffer[] = [];
+  private readonly head: Buffer[] = [];
+  private tail: Buffer[] | undefined;
   private readonly used: string[] = [];
   private sent: MessagePipeline | undefined;
 
   private constructor(
     private readonly runner: QueryRunner,
-    private readonly client: { query(query: MessagePipeline): unknown },
+    private readonly client: PgClient,
     private readonly known: Set<string>,
   ) {}
 
   static async on(runner: QueryRunner): Promise<PipelineBuilder> {
-    const client = await pgClientOf<{ query(query: MessagePipeline): unknown }>(runner);
+    const client = await pgClientOf<PgClient>(runner);
     let known = preparedOnClient.get(client);
     if (!known) {
       known = new Set();
@@ -152,11 +270,48 @@ export class PipelineBuilder {
     return this.sent?.tags.length ?? 0;
   }
 
-  /** Sends everything with a Sync in one write; resolves with the command tags, or rejects with the first error. */
-  async send(): Promise<string[]> {
-    const pipeline = new MessagePipeline([...this.messages, SYNC]);
+  /** Where added messages go: the head, or the tail once `startTail` was called. */
+  private get messages(): Buffer[] {
+    return this.tail ?? this.head;
+  }
+
+  /** What is added from now on is the tail: the part a gated `send` holds back until it may proceed. */
+  startTail(): this {
+    this.tail = [];
+    return this;
+  }
+
+  /**
+   * Sends everything with a Sync in one write; resolves with the command tags, or rejects with the
+   * first error. With a `gate` (see PipelineGate), the head may go while the connection still runs
+   * the pipeline before, and the tail only once that one succeeded and `proceed` said so.
+   */
+  async send(gate: PipelineGate = {}): Promise<string[]> {
+    const client = this.client;
+    const head = this.head;
+    const tail = this.tail ?? [];
+    const last = lastPipelines.get(client);
+    const previous = gate.proceed && last && !last.finished ? last : undefined;
+    let pipeline: MessagePipeline;
+    if (previous) {
+      // Sent behind the pipeline still running: its tail waits for `proceed`, which waits for that
+      // one's success, so nothing it needs on this connection can queue behind this one.
+      pipeline = new MessagePipeline(head, { tail, previous, proceed: gate.proceed });
+      // pg sends a query once the one before it ended; with nothing else waiting in its queue, the
+      // head can go as soon as the running pipeline has written its last message (its COMMIT may
+      // still wait for its own `proceed`: a head written before it would join its transaction).
+      const connection = client.connection;
+      if (connection && client._queryQueue?.length === 0) previous.sendBehind(() => pipeline.sendHead(connection));
+    } else {
+      // Nothing of ours runs on the connection: whatever the pipeline before did with it after its
+      // failure (ROLLBACK, lookups) has ended before `proceed` settles, so wait for it here.
+      if (gate.proceed && !(await gate.proceed)) throw new AbandonedPipeline();
+      pipeline = new MessagePipeline([...head, ...tail]);
+    }
+    lastPipelines.set(client, pipeline);
     this.sent = pipeline;
-    this.client.query(pipeline);
+    client.query(pipeline);
+    gate.onSent?.();
     try {
       await pipeline.done;
     } catch (error) {
@@ -170,9 +325,9 @@ export class PipelineBuilder {
 
 /** Runs one simple-protocol statement (no parameters: BEGIN, ROLLBACK) on the runner's connection, logged. */
 export async function simpleQuery(runner: QueryRunner, message: Buffer, sql: string): Promise<void> {
-  const client = await pgClientOf<{ query(query: MessagePipeline): unknown }>(runner);
+  const client = await pgClientOf<PgClient>(runner);
   runner.connection.logger.logQuery(sql, [], runner);
-  const pipeline = new MessagePipeline([message]);
+  const pipeline = new MessagePipeline([message], { sync: false });
   client.query(pipeline);
   await pipeline.done;
 }

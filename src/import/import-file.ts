@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { progressSince, type Progress } from '../core/progress';
-import { type CopyRows, CopyText, dialectOf, skipCopyRows } from '../dialect';
+import { AbandonedPipeline, type CopyRows, CopyText, dialectOf, skipCopyRows } from '../dialect';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
 import { traced } from '../core/telemetry';
 import { isRetryable } from '../core/database-errors';
@@ -17,7 +17,7 @@ import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from './source-blocks';
-import { ChunkInFlight } from './chunk-in-flight';
+import { ChunkInFlight, type ChunkOrder } from './chunk-in-flight';
 import { gunzipped } from './records/record-readers';
 import { importRecords, type RecordsOptions, type RowError, validateRecordsOptions } from './records/import-records';
 
@@ -142,16 +142,22 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   let bytes = 0;
   let batches = 0;
   // The built-in table takes the dialect's bulk path where it has one: rows go straight to COPY text.
-  const chunk = new ChunkRows(!handler && bulkPathOf(db) ? copyRowPrefix(batch) : null);
-  const committer = chunk.copying ? bulkCommitter(db, batch, record.digest, options.durable ? null : total) : null;
-  const commit = async (taken: TakenRows) => {
+  const bulk = !handler && bulkPathOf(db);
+  const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;
+  // A pipelined committer has two chunks in flight: COPY text stays valid until two more chunks are taken.
+  const depth = committer?.pipelined ? 2 : 1;
+  const chunk = new ChunkRows(bulk ? copyRowPrefix(batch) : null, depth);
+  const commit = async (taken: TakenRows, order: ChunkOrder) => {
     const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
       const committed = taken.copy
-        ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
+        ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, order, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
         : await commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler);
-      span.committed(committed.written, committed.written > 0);
+      span.committed(committed?.written ?? 0, (committed?.written ?? 0) > 0);
       return committed;
     });
+    // Results are taken in chunk order; an abandoned chunk (null) changed nothing.
+    await order.previous;
+    if (outcome === null) return;
     result.nextIndex = outcome.next;
     if (outcome.written === 0) return;
     result.rows += outcome.written;
@@ -160,12 +166,16 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
       progressSince(startedAt, { name: batch, batches, items: result.rows, total, bytes, totalBytes: record.bytes }),
     );
   };
-  const inFlight = new ChunkInFlight(commit);
-  /** Waits for the chunk in flight, then sends this one; false when the import is to stop instead. */
+  const inFlight = new ChunkInFlight(commit, depth);
+  /** Waits until another chunk may go (`depth` in flight), then sends this one; false when the import is to stop instead. */
   const submit = async (): Promise<boolean> => {
-    await inFlight.settle();
+    await inFlight.ready();
     // An abort during the chunk in flight stops before the next one, the file's last chunk included.
-    if (result.nextIndex >= total || signal?.aborted) return false;
+    if (result.nextIndex >= total || signal?.aborted) {
+      // Never return with a chunk in flight: its connection goes back to the pool after the import.
+      await inFlight.settle();
+      return false;
+    }
     // Another runner of this import may have committed some of these rows already.
     const taken = chunk.take(result.nextIndex);
     if (taken) inFlight.start(taken);
@@ -225,8 +235,11 @@ class ChunkRows {
   private rows: Row[] = [];
   private readonly text: CopyText | null;
 
-  constructor(private readonly prefix: Buffer | null) {
-    this.text = prefix ? new CopyText() : null;
+  constructor(
+    private readonly prefix: Buffer | null,
+    inFlight: number,
+  ) {
+    this.text = prefix ? new CopyText(inFlight) : null;
   }
 
   get copying(): boolean {
@@ -374,8 +387,13 @@ const mayCommitAsynchronously = (start: number, rows: CopyRows, asynchronousBefo
 
 /** How bulk chunks commit: each in a transaction of its own, or the caller's savepoint. */
 interface BulkCommitter {
-  /** Commits the chunk with the checkpoint advance; false, nothing kept, when the import is not at `start`. */
-  write(start: number, rows: CopyRows): Promise<boolean>;
+  /** True when a chunk is sent while the one before is still committing (`ChunkInFlight` depth 2). */
+  pipelined: boolean;
+  /**
+   * Commits the chunk with the checkpoint advance; false, nothing kept, when the import is not at
+   * `start`; null, nothing kept, when the chunk before it failed or the import was stopped.
+   */
+  write(start: number, rows: CopyRows, order: ChunkOrder): Promise<boolean | null>;
   /** Runs a read of committed state. */
   read<T>(fn: (manager: EntityManager) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -391,6 +409,7 @@ class NotAtStart extends Error {}
 function sharedCommitter(db: Db, batch: string, digest: string, asynchronousBefore: number | null): BulkCommitter {
   const owned = !joinsTransaction(db);
   return {
+    pipelined: false,
     async write(start, rows) {
       const asynchronous = owned && mayCommitAsynchronously(start, rows, asynchronousBefore);
       try {
@@ -410,19 +429,29 @@ function sharedCommitter(db: Db, batch: string, digest: string, asynchronousBefo
 
 /**
  * On a connection the import holds for all of pass 2 (it opens its own transactions): per chunk,
- * BEGIN, the advance and the COPY in one round trip, then COMMIT — no pool checkout, no separate
- * round trip to begin. Serialization failures and deadlocks are retried as `transact` retries them.
+ * BEGIN, the advance, the COPY and COMMIT in one round trip — no pool checkout, no separate round
+ * trip to begin — pipelined: a chunk is sent while the one before commits, and commits only after
+ * it. Serialization failures and deadlocks are retried as `transact` retries them.
  */
-function heldCommitter(dataSource: DataSource, batch: string, digest: string, asynchronousBefore: number | null): BulkCommitter {
+function heldCommitter(dataSource: DataSource, batch: string, digest: string, asynchronousBefore: number | null, signal: AbortSignal | undefined): BulkCommitter {
   let runner: QueryRunner | null = null;
   const connection = () => (runner ??= dataSource.createQueryRunner());
   return {
-    async write(start, rows) {
+    pipelined: true,
+    async write(start, rows, order) {
       const asynchronous = mayCommitAsynchronously(start, rows, asynchronousBefore);
       for (let attempt = 1; ; attempt++) {
         try {
-          return await copyTransaction(connection(), batch, digest, start, rows, asynchronous);
+          // Committed only after the chunk before it, and not once the import is stopped.
+          const proceed = order.previous.then((committed) => committed && !signal?.aborted);
+          return await copyTransaction(connection(), batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent });
         } catch (error) {
+          if (error instanceof AbandonedPipeline) {
+            // Sent behind a chunk that did not commit: once that one has settled, this one goes again, or not at all.
+            if (!(await order.previous) || signal?.aborted) return null;
+            attempt--;
+            continue;
+          }
           if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
         }
         await retryPause(attempt);
@@ -443,12 +472,12 @@ function heldCommitter(dataSource: DataSource, batch: string, digest: string, as
  * transactions. Chunks that end before row `asynchronousBefore` commit asynchronously where the
  * import owns their transaction.
  */
-function bulkCommitter(db: Db, batch: string, digest: string, asynchronousBefore: number | null): BulkCommitter {
+function bulkCommitter(db: Db, batch: string, digest: string, asynchronousBefore: number | null, signal: AbortSignal | undefined): BulkCommitter {
   const dataSource = dataSourceOf(db);
   // A configured isolation level applies to TypeORM's transactions, which transact opens.
   const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
   if (joinsTransaction(db) || isolation !== undefined) return sharedCommitter(db, batch, digest, asynchronousBefore);
-  return heldCommitter(dataSource, batch, digest, asynchronousBefore);
+  return heldCommitter(dataSource, batch, digest, asynchronousBefore, signal);
 }
 
 /**
@@ -463,11 +492,14 @@ async function commitCopy(
   digest: string,
   start: number,
   rows: CopyRows,
+  order: ChunkOrder,
   reread: () => Promise<Row[]>,
-): Promise<{ next: number; written: number }> {
+): Promise<{ next: number; written: number } | null> {
   for (let attempt = 1; ; attempt++) {
     try {
-      if (await committer.write(start, rows)) return { next: start + rows.rows, written: rows.rows };
+      const written = await committer.write(start, rows, order);
+      if (written === null) return null;
+      if (written) return { next: start + rows.rows, written: rows.rows };
     } catch (error) {
       // Pass 1 rejected duplicates within the file, so the insert can only clash with rows stored
       // another way (applyChunk): looked up only now, once the chunk rolled back, to name the row.

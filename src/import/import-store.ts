@@ -1,6 +1,6 @@
 import type { EntityManager, QueryResult, QueryRunner } from 'typeorm';
 import { classifyDatabaseError, errorCodes, ownStatementError } from '../core/database-errors';
-import { type BoundStatement, CopyText, type CopyRows, dialectOf } from '../dialect';
+import { AbandonedPipeline, type BoundStatement, type CopyAround, CopyText, type CopyRows, dialectOf } from '../dialect';
 import { InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { run } from '../core/run-statement';
 import { dataSourceOf } from '../core/transaction';
@@ -239,20 +239,30 @@ export const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [], prepare: 
  * holds, outside any transaction): BEGIN, the checkpoint advance, the COPY of `rows` and COMMIT in
  * one round trip (with `asynchronous`, a COMMIT that does not wait for the WAL flush). False,
  * nothing kept, when the import is not at `start`. On any error the transaction is rolled back
- * and the error raised as `copyAdvancing` raises it.
+ * and the error raised as `copyAdvancing` raises it. `pipelined`: see `CopyAround.proceed` (an
+ * abandoned chunk raises `AbandonedPipeline`, rolled back).
  */
-export async function copyTransaction(runner: QueryRunner, batch: string, digest: string, start: number, rows: CopyRows, asynchronous = false): Promise<boolean> {
+export async function copyTransaction(
+  runner: QueryRunner,
+  batch: string,
+  digest: string,
+  start: number,
+  rows: CopyRows,
+  asynchronous = false,
+  pipelined: Pick<CopyAround, 'proceed' | 'onSent'> = {},
+): Promise<boolean> {
   const tx = runner.manager;
   const dialect = sqlOf(tx);
   for (let attempt = 1; ; attempt++) {
     try {
       const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
       const before = [BEGIN, ...commitSetting(tx, asynchronous), advance];
-      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT] });
+      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT], ...pipelined });
       return true;
     } catch (error) {
       // The server skipped what followed the failure, COMMIT included: the transaction is still open.
       await rollbackQuietly(runner);
+      if (error instanceof AbandonedPipeline) throw error;
       const codes = errorCodes(error);
       if (codes.includes(NOT_AT_START)) return false;
       // The connection dropped its prepared statements (DEALLOCATE ALL, DISCARD ALL): the failed

@@ -4,9 +4,9 @@ import { DatabaseError, FingerprintMismatchError, InvalidArgumentError, InvalidI
 import { progressSince, type Progress } from '../../core/progress';
 import { traced } from '../../core/telemetry';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
-import { type BoundStatement, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
+import { AbandonedPipeline, type BoundStatement, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
-import { ChunkInFlight } from '../chunk-in-flight';
+import { ChunkInFlight, type ChunkOrder } from '../chunk-in-flight';
 import { beginIn, fingerprintMismatch } from '../begin';
 import { DuplicateIds } from '../duplicate-ids';
 import { advanceImport, lockImport, readImport } from '../import-store';
@@ -330,22 +330,27 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
       ? () => (runner ??= dataSource.createQueryRunner())
       : null;
   // A CSV whose rows go by COPY on the held connection is written as COPY text as it is read.
-  const copying = held !== null && plan.bytes && !plan.target!.table.schema ? new CopyText() : null;
+  // On the held connection, a chunk is sent while the one before commits (`CopyAround.proceed`).
+  const depth = held ? 2 : 1;
+  const copying = held !== null && plan.bytes && !plan.target!.table.schema ? new CopyText(depth) : null;
   let copyColumns: number[] | null = null;
   const startedAt = Date.now();
   let bytes = 0;
   let chunks = 0;
   let chunk = emptyChunk(result.nextIndex);
   let duplicate = 0;
-  const commit = async (taken: Chunk) => {
+  const commit = async (taken: Chunk, order: ChunkOrder) => {
     const last = taken.start + taken.count >= total;
     // The same span and metrics as a chunk of the lab shape; rows `map` skipped and invalid rows as attributes.
     const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
-      const committed = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous, held);
-      if (committed.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
-      span.committed(committed.advanced ? taken.rows.length : 0, committed.advanced);
+      const committed = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous, held, order);
+      if (committed?.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
+      span.committed(committed?.advanced ? taken.rows.length : 0, committed?.advanced ?? false);
       return committed;
     });
+    // Results are taken in chunk order; an abandoned chunk (null) changed nothing.
+    await order.previous;
+    if (outcome === null) return;
     result.nextIndex = outcome.next;
     if (!outcome.advanced) return;
     result.rows += taken.rows.length;
@@ -354,12 +359,16 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     chunks++;
     onProgress?.(progressSince(startedAt, { name: batch, batches: chunks, items: result.rows, total, bytes, totalBytes: record.bytes }));
   };
-  const inFlight = new ChunkInFlight(commit);
-  /** Waits for the chunk in flight, then sends this one; false when the import is to stop instead. */
+  const inFlight = new ChunkInFlight(commit, depth);
+  /** Waits until another chunk may go (`depth` in flight), then sends this one; false when the import is to stop instead. */
   const submit = async (): Promise<boolean> => {
-    await inFlight.settle();
-    if (result.nextIndex >= total || signal?.aborted) return false;
-    // The chunk before this one has committed: the COPY text it took can be reused (`CopyText.take`).
+    await inFlight.ready();
+    if (result.nextIndex >= total || signal?.aborted) {
+      // Never return with a chunk in flight: its connection goes back to the pool after the import.
+      await inFlight.settle();
+      return false;
+    }
+    // At most `depth` chunks are in flight: the COPY text taken before them can be reused (`CopyText.take`).
     if (copying) chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [] };
     // Another runner of this import may have committed some of these rows already.
     const taken = rowsFrom(chunk, result.nextIndex);
@@ -455,13 +464,16 @@ async function commitChunk(
   chunk: Chunk,
   asynchronous: BoundStatement | undefined,
   held: (() => QueryRunner) | null,
-): Promise<{ next: number; advanced: boolean }> {
+  order: ChunkOrder,
+): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
   const { start, count, rows, rejects } = chunk;
   const write: RowWrite | null = plan.target
     ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
     : null;
-  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, digest, chunk, write, held());
+  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, digest, chunk, write, held(), order);
+  // Not pipelined: this chunk's transaction starts once the one before has ended (nothing, if it failed).
+  if (!(await order.previous)) return null;
   let writing = false;
   try {
     return await transact(plan.db, async (tx) => {
@@ -496,15 +508,34 @@ async function commitChunk(
   }
 }
 
-/** `commitChunk` on the held connection: the whole chunk in one round trip (`copyChunkTransaction`). */
-async function commitHeld(plan: Plan, digest: string, chunk: Chunk, write: RowWrite, runner: QueryRunner): Promise<{ next: number; advanced: boolean }> {
+/**
+ * `commitChunk` on the held connection: the whole chunk in one round trip (`copyChunkTransaction`),
+ * sent while the chunk before commits; null, nothing kept, when that one failed or the import stopped.
+ */
+async function commitHeld(
+  plan: Plan,
+  digest: string,
+  chunk: Chunk,
+  write: RowWrite,
+  runner: QueryRunner,
+  order: ChunkOrder,
+): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
   const { start, count, rows, rejects } = chunk;
+  // Committed only after the chunk before it, and not once the import is stopped.
+  const proceed = order.previous.then((committed) => committed && !plan.signal?.aborted);
+  const pipelined = { proceed, onSent: order.sent };
   for (let attempt = 1; ; attempt++) {
     try {
-      if (await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied)) return { next: start + count, advanced: true };
+      if (await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, pipelined)) return { next: start + count, advanced: true };
       break;
     } catch (error) {
+      if (error instanceof AbandonedPipeline) {
+        // Sent behind a chunk that did not commit: once that one has settled, this one goes again, or not at all.
+        if (!(await order.previous) || plan.signal?.aborted) return null;
+        attempt--;
+        continue;
+      }
       if (error instanceof InvalidInputError) throw (await firstExistingKey(runner.manager, rows, write).catch(() => null)) ?? error;
       if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
     }

@@ -3,7 +3,7 @@ import { classifyDatabaseError, errorCodes, ownStatementError } from '../../core
 import { InvalidInputError } from '../../core/errors';
 import { run } from '../../core/run-statement';
 import { dataSourceOf } from '../../core/transaction';
-import { type BoundStatement, type CopyRows, CopyText, dialectOf, type RecordConflict } from '../../dialect';
+import { AbandonedPipeline, type BoundStatement, type CopyAround, type CopyRows, CopyText, dialectOf, type RecordConflict } from '../../dialect';
 import { assertingAdvance, BEGIN, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
 import type { ColumnValue } from './column-values';
 import type { Evaluated } from './record-rows';
@@ -116,7 +116,8 @@ export function copiesInOneRoundTrip(tx: EntityManager, rows: RecordRow[], write
  * One chunk as a transaction of its own on `runner` (a connection the import holds, outside any
  * transaction): BEGIN, the checkpoint advance, the rejects, the COPY of the rows and COMMIT in one
  * round trip. False, nothing kept, when the import is not at `start`; on any error the transaction
- * is rolled back (the server skipped what followed the failure, COMMIT included).
+ * is rolled back (the server skipped what followed the failure, COMMIT included). `pipelined`: see
+ * `CopyAround.proceed` (an abandoned chunk raises `AbandonedPipeline`, rolled back).
  */
 export async function copyChunkTransaction(
   runner: QueryRunner,
@@ -128,6 +129,7 @@ export async function copyChunkTransaction(
   rejects: Reject[],
   write: RowWrite,
   written: CopiedRows | null = null,
+  pipelined: Pick<CopyAround, 'proceed' | 'onSent'> = {},
 ): Promise<boolean> {
   const tx = runner.manager;
   const dialect = dialectOf(dataSourceOf(tx));
@@ -148,10 +150,11 @@ export async function copyChunkTransaction(
   for (let attempt = 1; ; attempt++) {
     try {
       const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
-      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, { before, after: [COMMIT] });
+      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, { before, after: [COMMIT], ...pipelined });
       return true;
     } catch (error) {
       await rollbackQuietly(runner);
+      if (error instanceof AbandonedPipeline) throw error;
       const codes = errorCodes(error);
       if (codes.includes(NOT_AT_START)) return false;
       // The connection dropped its prepared statements (DEALLOCATE ALL): the next pipeline prepares them again.
