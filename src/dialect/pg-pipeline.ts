@@ -86,8 +86,10 @@ class MessagePipeline {
   private settle!: (error?: unknown) => void;
 
   constructor(
-    private readonly head: Buffer[],
-    private readonly options: { tail?: Buffer[]; previous?: MessagePipeline; proceed?: Promise<boolean>; sync?: boolean } = {},
+    private head: Buffer[],
+    // Let go of once written (`previous` and the messages): the last pipeline of a connection
+    // is remembered, and must not keep every one before it alive.
+    private options: { tail?: Buffer[]; previous?: MessagePipeline; proceed?: Promise<boolean>; sync?: boolean } = {},
   ) {
     this.done = new Promise<void>((resolve, reject) => (this.settle = (error) => (error === undefined ? resolve() : reject(error))));
   }
@@ -136,6 +138,8 @@ class MessagePipeline {
     if (complete) for (const message of this.options.tail ?? []) connection.stream.write(message);
     if (this.options.sync !== false) connection.stream.write(SYNC);
     connection.stream.uncork();
+    this.head = [];
+    this.options = {};
     this.complete = complete;
     if (complete) for (const send of this.behind.splice(0)) send();
   }
@@ -178,6 +182,8 @@ class MessagePipeline {
   handleReadyForQuery(): void {
     if (this.finished) return;
     this.finished = true;
+    this.head = [];
+    this.options = {};
     // What an abandoned head ran into (the failed transaction before it) is no error of its own.
     if (this.abandoned) this.settle(new AbandonedPipeline());
     else this.settle(this.failed ? this.error : undefined);
