@@ -3,6 +3,7 @@ import { dialectOf } from '../dialect';
 import { run } from '../core/run-statement';
 import { compareCodePoints } from '../jobs/status';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
+import type { ImportRow as StoredImportRow } from '../import/import-store';
 
 /** What the CLI shows of a digest-guarded import batch (a `checkpoint_imports` row). */
 export interface ImportBatchStatus {
@@ -26,16 +27,8 @@ export interface ImportBatchStatus {
   startedAt: number | null;
 }
 
-interface ImportRow {
-  id: string;
-  digest: string;
-  next_index: number | string;
-  total_rows: number | string | null;
-  updated_at: number | string | null;
-  written_rows: number | string | null;
-  skipped_rows: number | string | null;
-  chunks: number | string | null;
-  started_at: number | string | null;
+/** A `checkpoint_imports` row with its count of rejects. */
+interface ImportRow extends StoredImportRow {
   rejects: number | string;
 }
 
