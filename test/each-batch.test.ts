@@ -3,6 +3,7 @@ import { DataSource, type DataSourceOptions, type EntityManager } from 'typeorm'
 import { checkpointEntities, dataSourceOptionsFromUrl, eachBatch, list, type Page, reset, type Source, status } from '../src';
 import { connectionWaiters, count, DRIVER, sql, useTestDatabase } from './support/database';
 import { expectCode, rejection } from './support/expect-code';
+import { countRoundTrips } from './support/round-trips';
 import { pause } from './support/victim';
 
 /** An in-memory source over 1..n whose cursor is the last number returned; records every call. */
@@ -255,6 +256,28 @@ describe('eachBatch', () => {
       await single.destroy();
     }
   });
+
+  if (DRIVER === 'postgres') {
+    it('costs three round trips a batch on PostgreSQL: the lock, the handler\'s statement, and the cursor update + COMMIT + next BEGIN', async () => {
+      const job = 'round-trips';
+      const counted = await db.open();
+      try {
+        const counter = countRoundTrips(counted);
+        const { source } = numbers(200, { lastPageNull: true });
+        const insertBatch = async (items: number[], tx: EntityManager) => {
+          await tx.query(`INSERT INTO written (job, n) SELECT $1, unnest($2::int[])`, [job, items]);
+        };
+        expect(await eachBatch(counted, job, source, 10, insertBatch)).to.deep.equal({ batches: 20, items: 200, done: true, cursor: null });
+        // TypeORM's transactions would take five a batch (BEGIN, the lock, the insert, the update, COMMIT):
+        // 104 here. Besides the batches: the job row's creation (4), the first BEGIN, the last batch's update.
+        expect(counter.sent).to.be.at.most(3 * 20 + 6);
+        expect(await written(job)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
+        expect(await status(counted, job)).to.include({ done: true, batches: 20, items: 200 });
+      } finally {
+        await counted.destroy();
+      }
+    });
+  }
 
   it('keeps the database unchanged when the source returns a malformed page', async () => {
     await expectCode(eachBatch(db.ds, 'malformed', () => ({ rows: [] }) as never, 5, () => undefined), 'INVALID_ARGUMENT');

@@ -44,9 +44,14 @@ export class TransactionLane {
    * `asynchronousCommit`: COMMIT returns before the WAL reaches the disk (`SET LOCAL`, so the
    * setting ends with each transaction): a database crash may lose the last commits, never half of one.
    */
+  /**
+   * `giveWay`: when someone waits for a pooled connection at a commit, the lane begins nothing
+   * ahead and gives its runner back, so a long run of transactions does not keep the connection
+   * from others between them (the next transaction queues for one again).
+   */
   constructor(
     private readonly next: () => boolean,
-    private readonly options: { asynchronousCommit?: boolean } = {},
+    private readonly options: { asynchronousCommit?: boolean; giveWay?: boolean } = {},
   ) {}
 
   /**
@@ -117,7 +122,8 @@ export class TransactionLane {
       await this.abort();
       throw error;
     }
-    const beginNext = this.next();
+    const giveWay = this.options.giveWay === true && commit.connectionWanted(dataSource);
+    const beginNext = !giveWay && this.next();
     let held: boolean;
     try {
       held = await commit.commit(runner, finals(result), { beginNext, isolation, asynchronous: this.options.asynchronousCommit });
@@ -131,6 +137,7 @@ export class TransactionLane {
     }
     markTransaction(runner, false);
     this.begun = beginNext;
+    if (giveWay) await this.close();
     return { result, held };
   }
 

@@ -72,6 +72,8 @@ export interface PipelinedCommit {
   commit(runner: QueryRunner, finals: FinalStatement[], options: { asynchronous?: boolean; beginNext?: boolean; isolation?: IsolationLevel }): Promise<boolean>;
   /** Ends the runner's transaction (a no-op with a warning when there is none). */
   rollback(runner: QueryRunner): Promise<void>;
+  /** True when someone waits for a connection of `dataSource`'s pool: a runner kept between transactions then stands in their way. */
+  connectionWanted(dataSource: DataSource): boolean;
 }
 
 export interface TableRef {

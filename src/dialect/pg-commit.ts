@@ -1,5 +1,5 @@
 import { serialize } from 'pg-protocol';
-import type { QueryRunner } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
 import { errorCodes } from '../core/database-errors';
 import type { FinalStatement, IsolationLevel, PipelinedCommit } from './dialect';
 import { executeMessages, PipelineBuilder, simpleQuery } from './pg-pipeline';
@@ -81,5 +81,11 @@ export const pgPipelinedCommit: PipelinedCommit = {
 
   async rollback(runner: QueryRunner): Promise<void> {
     await simpleQuery(runner, ROLLBACK, ROLLBACK_SQL);
+  },
+
+  connectionWanted(dataSource: DataSource): boolean {
+    // pg-pool's count of connect() calls queued for a free client (TypeORM's driver calls its pool `master`).
+    const pool = (dataSource.driver as unknown as { master?: { waitingCount?: number } }).master;
+    return (pool?.waitingCount ?? 0) > 0;
   },
 };
