@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError } from '../core/errors';
 import { encodeJson, type Json, decodeJson } from '../core/json';
-import { assertKind, insertJob, type JobRow, jobUpdateAtCommit, lockJob, readJob, updateJob, validateName, toStatus } from './job-store';
+import { assertKind, insertJob, type JobRow, jobLockAtBegin, jobUpdateAtCommit, lockJob, readJob, updateJob, validateName, toStatus } from './job-store';
 import { type Progress, progressSince } from '../core/progress';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
@@ -67,7 +67,7 @@ export function checkPage<T>(page: unknown): Page<T> {
 
 type Round =
   | { kind: 'finished'; cursor: Json }
-  | { kind: 'batch'; items: number; cursor: Json; done: boolean; advance?: Record<string, string | number> };
+  | { kind: 'batch'; items: number; cursor: Json; done: boolean; advance?: { cursor: string; batches: number; items: number } };
 
 function jobReset(name: string): InvalidArgumentError {
   return new InvalidArgumentError(`Job "${name}" was reset while running; run eachBatch again to start over.`);
@@ -111,14 +111,23 @@ export async function eachBatch<T>(
    * update to the caller, which sends it with the COMMIT (the row stays locked until then).
    */
   let followed = false;
-  const batch = async (tx: EntityManager, span: SpanScope, advanceAtCommit: boolean): Promise<Round> => {
+  // What the last batch committed on the lane: its transaction's opening statement locked the job
+  // row only if the row was still so (no other runner committed since), so it need not be re-read.
+  let left: { cursor: string; batches: number; items: number } | undefined;
+  const batch = async (tx: EntityManager, span: SpanScope, advanceAtCommit: boolean, opened = false): Promise<Round> => {
     followed = false;
-    // Re-read under the lock: another runner may have committed batches since.
-    const row = await lockJob(tx, name);
-    if (!row) throw jobReset(name);
-    checkFingerprint(row, fingerprint);
+    let row: Pick<JobRow, 'cursor' | 'batches' | 'items'>;
+    if (opened && left) {
+      row = left;
+    } else {
+      // Re-read under the lock: another runner may have committed batches since.
+      const locked = await lockJob(tx, name);
+      if (!locked) throw jobReset(name);
+      checkFingerprint(locked, fingerprint);
+      if (locked.done === true || Number(locked.done) === 1) return { kind: 'finished', cursor: decodeJson(locked.cursor) };
+      row = locked;
+    }
     const cursor = decodeJson(row.cursor);
-    if (row.done === true || Number(row.done) === 1) return { kind: 'finished', cursor };
     span.set({ index: Number(row.batches) });
     const page = checkPage<T>(await source(cursor, limit, tx));
     const now = Date.now();
@@ -142,7 +151,7 @@ export async function eachBatch<T>(
   };
 
   // PostgreSQL, in a transaction of its own: one connection kept for the run, and each batch's
-  // cursor update, COMMIT and the next batch's BEGIN in one round trip.
+  // cursor update, COMMIT, the next batch's BEGIN and its lock of the job row in one round trip.
   const lane = TransactionLane.fits(db) ? new TransactionLane(() => followed, { giveWay: true }) : undefined;
   const dialect = dialectOf(dataSourceOf(db));
   const startedAt = Date.now();
@@ -152,12 +161,14 @@ export async function eachBatch<T>(
         if (!lane) return transact(db, (tx) => batch(tx, span, false));
         const outcome = await lane.transact(
           db,
-          (tx) => batch(tx, span, true),
+          (tx, opened) => batch(tx, span, true, opened),
           (ran) => (ran.kind === 'batch' && ran.advance ? [jobUpdateAtCommit(dialect, name, ran.advance)] : []),
           `committing a batch of job "${name}"`,
+          (ran) => (ran.kind === 'batch' && ran.advance ? [jobLockAtBegin(dialect, name, ran.advance)] : []),
         );
         // The transaction held the job row's lock, so only a reset racing a lost lock gets here.
         if (!outcome.held) throw jobReset(name);
+        if (outcome.result.kind === 'batch') left = outcome.result.advance;
         return outcome.result;
       });
       result.cursor = round.cursor;

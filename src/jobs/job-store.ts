@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { run } from '../core/run-statement';
-import { type Dialect, dialectOf, type FinalStatement } from '../dialect';
+import { type Dialect, dialectOf, type FinalStatement, type OpeningStatement } from '../dialect';
 import { InvalidArgumentError } from '../core/errors';
 import { decodeJson, type Json } from '../core/json';
 import { dataSourceOf } from '../core/transaction';
@@ -143,6 +143,20 @@ export function jobUpdateAtCommit(dialect: Dialect, name: string, values: Record
   return {
     sql: jobUpdateSql(dialect, entries.map(([column]) => column)),
     parameters: [...entries.map(([, value]) => value), Date.now(), name],
+    expected: 1,
+  };
+}
+
+/**
+ * The job row's lock as the first statement of the next batch's transaction, begun with a
+ * batch's COMMIT (see PipelinedCommit; PostgreSQL): it locks the row only while it is as that
+ * batch left it — same cursor and count, not done — so the batch after can skip re-reading it.
+ */
+export function jobLockAtBegin(dialect: Dialect, name: string, left: { cursor: string; batches: number }): OpeningStatement {
+  const q = (column: string) => dialect.quote(column);
+  return {
+    sql: dialect.sql(`SELECT 1 FROM ${q(TABLE)} WHERE ${q('name')} = ? AND ${q('cursor')} = ? AND ${q('batches')} = ? AND NOT ${q('done')} FOR UPDATE`),
+    parameters: [name, left.cursor, left.batches],
     expected: 1,
   };
 }
