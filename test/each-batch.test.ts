@@ -3,6 +3,7 @@ import { DataSource, type DataSourceOptions, type EntityManager } from 'typeorm'
 import { checkpointEntities, dataSourceOptionsFromUrl, eachBatch, list, type Page, reset, type Source, status } from '../src';
 import { connectionWaiters, count, DRIVER, sql, useTestDatabase } from './support/database';
 import { expectCode, rejection } from './support/expect-code';
+import { countRoundTrips } from './support/round-trips';
 import { pause } from './support/victim';
 
 /** An in-memory source over 1..n whose cursor is the last number returned; records every call. */
@@ -255,6 +256,50 @@ describe('eachBatch', () => {
       await single.destroy();
     }
   });
+
+  if (DRIVER === 'postgres') {
+    it('costs two round trips a batch on PostgreSQL: the handler\'s statement, and the cursor update + COMMIT + next BEGIN + its lock', async () => {
+      const job = 'round-trips';
+      const counted = await db.open();
+      try {
+        const counter = countRoundTrips(counted);
+        const { source } = numbers(200, { lastPageNull: true });
+        const insertBatch = async (items: number[], tx: EntityManager) => {
+          await tx.query(`INSERT INTO written (job, n) SELECT $1, unnest($2::int[])`, [job, items]);
+        };
+        expect(await eachBatch(counted, job, source, 10, insertBatch)).to.deep.equal({ batches: 20, items: 200, done: true, cursor: null });
+        // TypeORM's transactions would take five a batch (BEGIN, the lock, the insert, the update,
+        // COMMIT): 104 here. Besides the batches (47 here): the job row's creation (4), the first
+        // BEGIN and lock, the last batch's own update.
+        expect(counter.sent).to.be.at.most(2 * 20 + 7);
+        expect(await written(job)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
+        expect(await status(counted, job)).to.include({ done: true, batches: 20, items: 200 });
+      } finally {
+        await counted.destroy();
+      }
+    });
+
+    it('two runners of one job take turns on PostgreSQL: a lock sent with a COMMIT that finds the job row moved on is rolled back and the row re-read', async () => {
+      const job = 'two-runners';
+      const { source } = numbers(200, { lastPageNull: true });
+      let first = true;
+      const handler = async (items: number[], tx: EntityManager) => {
+        if (first) {
+          // Whichever runner is first holds the job row until the other waits for its lock.
+          first = false;
+          const waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+          while ((await count(db.ds, waiting)) < 1) await pause(1);
+        }
+        await write(job)(items, tx);
+      };
+      const [a, b] = await Promise.all([eachBatch(db.ds, job, source, 5, handler), eachBatch(db.ds, job, source, 5, handler)]);
+      expect(a.batches + b.batches).to.equal(40);
+      expect(a.batches, 'each runner ran batches').to.be.greaterThan(0);
+      expect(b.batches, 'each runner ran batches').to.be.greaterThan(0);
+      expect(await written(job)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
+      expect(await status(db.ds, job)).to.include({ done: true, batches: 40, items: 200 });
+    });
+  }
 
   it('keeps the database unchanged when the source returns a malformed page', async () => {
     await expectCode(eachBatch(db.ds, 'malformed', () => ({ rows: [] }) as never, 5, () => undefined), 'INVALID_ARGUMENT');

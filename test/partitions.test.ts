@@ -15,6 +15,7 @@ import {
 } from '../src';
 import { expectCode, rejection } from './support/expect-code';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
+import { countRoundTrips } from './support/round-trips';
 import { SqlLog } from './support/sql-log';
 
 type Row = Record<string, unknown>;
@@ -301,6 +302,25 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
     await copiedOnce('retry');
     expect((await status(db.ds, 'retry'))!.done).to.equal(true);
   });
+
+  if (DRIVER === 'postgres') {
+    it('costs three round trips a batch on PostgreSQL: the page, the handler\'s statement, and the fenced cursor update + COMMIT + next BEGIN', async () => {
+      const counted = await db.open();
+      try {
+        const source = await sqlSource(counted, 'skewed', 'id');
+        const counter = countRoundTrips(counted);
+        const result = await eachPartition(counted, 'round-trips', source, 100, copy('round-trips'), { partitions: 1 });
+        expect(result).to.deep.equal({ batches: 30, items: ROWS, partitions: 1, done: true });
+        // 31 pages (the last one empty, ending the range). TypeORM's transactions would take five a
+        // page (BEGIN, the page, the insert, the fenced update, COMMIT): about 170 here. Besides the
+        // pages (16 here): the plan, the claims, the first BEGIN, the range's end and the job's.
+        expect(counter.sent).to.be.at.most(3 * 31 + 20);
+        await copiedOnce('round-trips');
+      } finally {
+        await counted.destroy();
+      }
+    });
+  }
 
   it('stops on a signal after the batch in flight, releasing the range without counting an attempt; the next call resumes', async () => {
     const source = await sqlSource(db.ds, 'skewed', 'id');

@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { type Dialect, dialectOf, type FinalStatement, type IsolationLevel } from '../dialect';
+import { type Dialect, dialectOf, type FinalStatement, type IsolationLevel, type OpeningStatement, type PipelinedOutcome } from '../dialect';
 import { isRetryable, ownStatementError } from './database-errors';
 import { type Db, dataSourceOf, inOwnFrame, joinsTransaction, MAX_ATTEMPTS, prepareOnce, retryPause } from './transaction';
 
@@ -39,14 +39,21 @@ export class TransactionLane {
   private dataSource: DataSource | undefined;
   /** The server is already in a transaction the lane opened ahead (its BEGIN went with the last COMMIT). */
   private begun = false;
+  /** That transaction also ran the last call's opening statements (it holds their locks). */
+  private opened = false;
 
   /**
    * `asynchronousCommit`: COMMIT returns before the WAL reaches the disk (`SET LOCAL`, so the
    * setting ends with each transaction): a database crash may lose the last commits, never half of one.
    */
+  /**
+   * `giveWay`: when someone waits for a pooled connection at a commit, the lane begins nothing
+   * ahead and gives its runner back, so a long run of transactions does not keep the connection
+   * from others between them (the next transaction queues for one again).
+   */
   constructor(
     private readonly next: () => boolean,
-    private readonly options: { asynchronousCommit?: boolean } = {},
+    private readonly options: { asynchronousCommit?: boolean; giveWay?: boolean } = {},
   ) {}
 
   /**
@@ -68,9 +75,17 @@ export class TransactionLane {
   /**
    * Runs `fn` in a transaction of its own on the lane's runner (retrying serialization failures
    * and deadlocks of the library's statements as `transact` does), then `finals(result)` and the
-   * COMMIT in one round trip. `fn`'s errors pass through after the rollback.
+   * COMMIT in one round trip. `fn`'s errors pass through after the rollback. When the next
+   * transaction is begun in that round trip, `opening(result)` runs first in it; the next call's
+   * `fn` is told (`opened`) whether its transaction ran them and holds their locks.
    */
-  async transact<T>(db: Db, fn: (tx: EntityManager) => Promise<T>, finals: (result: T) => FinalStatement[], what: string): Promise<LaneOutcome<T>> {
+  async transact<T>(
+    db: Db,
+    fn: (tx: EntityManager, opened: boolean) => Promise<T>,
+    finals: (result: T) => FinalStatement[],
+    what: string,
+    opening?: (result: T) => OpeningStatement[],
+  ): Promise<LaneOutcome<T>> {
     const dataSource = prepareOnce(dataSourceOf(db));
     const dialect = dialectOf(dataSource);
     const commit = dialect.pipelinedCommit!;
@@ -78,7 +93,7 @@ export class TransactionLane {
     if (this.dataSource !== dataSource) await this.close();
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.once(dataSource, commit, isolation, fn, finals, what);
+        return await this.once(dataSource, commit, isolation, fn, finals, what, opening);
       } catch (error) {
         if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
       }
@@ -90,9 +105,10 @@ export class TransactionLane {
     dataSource: DataSource,
     commit: NonNullable<Dialect['pipelinedCommit']>,
     isolation: IsolationLevel | undefined,
-    fn: (tx: EntityManager) => Promise<T>,
+    fn: (tx: EntityManager, opened: boolean) => Promise<T>,
     finals: (result: T) => FinalStatement[],
     what: string,
+    opening: ((result: T) => OpeningStatement[]) | undefined,
   ): Promise<LaneOutcome<T>> {
     if (!this.runner || this.runner.isReleased) {
       this.runner = dataSource.createQueryRunner();
@@ -100,6 +116,8 @@ export class TransactionLane {
       this.begun = false;
     }
     const runner = this.runner;
+    const opened = this.begun && this.opened;
+    this.opened = false;
     if (!this.begun) {
       try {
         await commit.begin(runner, isolation);
@@ -112,26 +130,32 @@ export class TransactionLane {
     markTransaction(runner, true);
     let result: T;
     try {
-      result = await inOwnFrame(dataSource, runner, fn);
+      result = await inOwnFrame(dataSource, runner, (tx) => fn(tx, opened));
     } catch (error) {
       await this.abort();
       throw error;
     }
-    const beginNext = this.next();
-    let held: boolean;
+    const giveWay = this.options.giveWay === true && commit.connectionWanted(dataSource);
+    const beginNext = !giveWay && this.next();
+    let outcome: PipelinedOutcome;
+    let openingStatements: OpeningStatement[] = [];
     try {
-      held = await commit.commit(runner, finals(result), { beginNext, isolation, asynchronous: this.options.asynchronousCommit });
+      openingStatements = beginNext && opening ? opening(result) : [];
+      outcome = await commit.commit(runner, finals(result), { beginNext, isolation, asynchronous: this.options.asynchronousCommit, opening: openingStatements });
     } catch (error) {
       await this.abort();
       throw ownStatementError(error, what);
     }
-    if (!held) {
+    if (!outcome.held) {
       await this.abort();
-      return { result, held };
+      return { result, held: false };
     }
     markTransaction(runner, false);
-    this.begun = beginNext;
-    return { result, held };
+    // An opening that failed after the COMMIT was rolled back with its transaction: none is open.
+    this.begun = beginNext && outcome.opened;
+    this.opened = this.begun && openingStatements.length > 0;
+    if (giveWay) await this.close();
+    return { result, held: true };
   }
 
   /** Rolls the current transaction back and gives the runner back. */
@@ -148,6 +172,7 @@ export class TransactionLane {
     this.runner = undefined;
     this.dataSource = undefined;
     this.begun = false;
+    this.opened = false;
     if (!runner) return;
     markTransaction(runner, false);
     try {

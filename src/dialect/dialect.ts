@@ -57,6 +57,22 @@ export interface FinalStatement {
 }
 
 /**
+ * The first statement of the transaction a pipelined commit begins next: a `SELECT … FOR UPDATE`
+ * (the dialect's placeholders) that must lock exactly `expected` rows, else nothing of it holds.
+ */
+export interface OpeningStatement {
+  sql: string;
+  parameters: (string | number)[];
+  expected: number;
+}
+
+/** What a pipelined commit did: `held` false when a final changed other rows than it must (nothing committed); `opened` when the next transaction is open (begun, its opening statements held). */
+export interface PipelinedOutcome {
+  held: boolean;
+  opened: boolean;
+}
+
+/**
  * Transactions on a runner the library keeps, ended in the round trip of their last statements.
  * The runner's TypeORM transaction state is the caller's to keep: these only talk to the server.
  */
@@ -65,13 +81,21 @@ export interface PipelinedCommit {
   begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void>;
   /**
    * In one round trip: `finals`, (with `asynchronous`) `asynchronousCommit`, COMMIT, and with
-   * `beginNext` the next transaction's BEGIN. Resolves true once committed;
-   * false when a final changed other than its `expected` rows — then nothing was committed and the
-   * transaction is left failed, to be rolled back. Other errors are raised unchanged (roll back too).
+   * `beginNext` the next transaction's BEGIN and `opening`. `held` once committed; not when a
+   * final changed other than its `expected` rows — then nothing was committed and the transaction
+   * is left failed, to be rolled back. Other errors before the COMMIT completed are raised unchanged
+   * (roll back too). When an opening statement fails (its rows changed, or any error) after the
+   * COMMIT, the next transaction is rolled back here: `opened` false and no transaction open.
    */
-  commit(runner: QueryRunner, finals: FinalStatement[], options: { asynchronous?: boolean; beginNext?: boolean; isolation?: IsolationLevel }): Promise<boolean>;
+  commit(
+    runner: QueryRunner,
+    finals: FinalStatement[],
+    options: { asynchronous?: boolean; beginNext?: boolean; isolation?: IsolationLevel; opening?: OpeningStatement[] },
+  ): Promise<PipelinedOutcome>;
   /** Ends the runner's transaction (a no-op with a warning when there is none). */
   rollback(runner: QueryRunner): Promise<void>;
+  /** True when someone waits for a connection of `dataSource`'s pool: a runner kept between transactions then stands in their way. */
+  connectionWanted(dataSource: DataSource): boolean;
 }
 
 export interface TableRef {

@@ -1,7 +1,7 @@
 import { serialize } from 'pg-protocol';
-import type { QueryRunner } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
 import { errorCodes } from '../core/database-errors';
-import type { FinalStatement, IsolationLevel, PipelinedCommit } from './dialect';
+import type { FinalStatement, IsolationLevel, PipelinedCommit, PipelinedOutcome } from './dialect';
 import { executeMessages, PipelineBuilder, simpleQuery } from './pg-pipeline';
 
 // The guard below divides by zero when a final statement changed fewer rows than it must: nothing
@@ -47,6 +47,22 @@ function guarded(update: string, parameters: number): string {
   return sql;
 }
 
+const lockedTexts = new Map<string, string>();
+
+/**
+ * `select` (a SELECT … FOR UPDATE, `$n` placeholders) as a statement that fails with
+ * division_by_zero unless it locked exactly as many rows as its last parameter says. Under READ
+ * COMMITTED a row changed by a transaction the lock waited for is checked again in its new version.
+ */
+function guardedLock(select: string, parameters: number): string {
+  let sql = lockedTexts.get(select);
+  if (sql === undefined) {
+    sql = `WITH locked AS (${select}) SELECT 1 / (CASE WHEN COUNT(*) = $${parameters + 1} THEN 1 ELSE 0 END) AS held FROM locked`;
+    lockedTexts.set(select, sql);
+  }
+  return sql;
+}
+
 /**
  * PostgreSQL's commit pipeline: the final statements, COMMIT and the next transaction's BEGIN as
  * extended-protocol messages with one Sync, one round trip. A final that changed too few rows
@@ -58,28 +74,46 @@ export const pgPipelinedCommit: PipelinedCommit = {
     await simpleQuery(runner, text.simple, text.sql);
   },
 
-  async commit(runner: QueryRunner, finals: FinalStatement[], options): Promise<boolean> {
+  async commit(runner: QueryRunner, finals: FinalStatement[], options): Promise<PipelinedOutcome> {
     const pipeline = await PipelineBuilder.on(runner);
     for (const final of finals) {
       pipeline.statement({ sql: guarded(final.sql, final.parameters.length), parameters: [...final.parameters, final.expected], prepare: true });
     }
     if (options.asynchronous) pipeline.raw(ASYNCHRONOUS, ASYNCHRONOUS_SQL);
     pipeline.raw(COMMIT, COMMIT_SQL);
+    // Statements up to and including the COMMIT: once that many completed, the transaction committed.
+    const committedAt = finals.length + (options.asynchronous ? 1 : 0) + 1;
+    const opening = options.beginNext ? (options.opening ?? []) : [];
     if (options.beginNext) {
       const next = begin(options.isolation);
       pipeline.raw(next.extended, next.sql);
+      for (const statement of opening) {
+        pipeline.statement({ sql: guardedLock(statement.sql, statement.parameters.length), parameters: [...statement.parameters, statement.expected], prepare: true });
+      }
     }
     try {
       await pipeline.send();
-      return true;
+      return { held: true, opened: options.beginNext === true };
     } catch (error) {
+      if (pipeline.completed >= committedAt) {
+        // Committed; the next transaction failed in its opening statements (its rows changed, a lock
+        // timeout, …): end it, so the next one begins afresh. A broken connection raises here.
+        if (pipeline.completed > committedAt) await simpleQuery(runner, ROLLBACK, ROLLBACK_SQL);
+        return { held: true, opened: false };
+      }
       // Only a guard divides: a final that errs this way found its rows changed by someone else.
-      if (pipeline.completed < finals.length && errorCodes(error).includes(NOT_HELD)) return false;
+      if (pipeline.completed < finals.length && errorCodes(error).includes(NOT_HELD)) return { held: false, opened: false };
       throw error;
     }
   },
 
   async rollback(runner: QueryRunner): Promise<void> {
     await simpleQuery(runner, ROLLBACK, ROLLBACK_SQL);
+  },
+
+  connectionWanted(dataSource: DataSource): boolean {
+    // pg-pool's count of connect() calls queued for a free client (TypeORM's driver calls its pool `master`).
+    const pool = (dataSource.driver as unknown as { master?: { waitingCount?: number } }).master;
+    return (pool?.waitingCount ?? 0) > 0;
   },
 };

@@ -1,10 +1,12 @@
 import type { EntityManager } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError } from '../core/errors';
 import { encodeJson, type Json, decodeJson } from '../core/json';
-import { assertKind, insertJob, type JobRow, lockJob, readJob, updateJob, validateName, toStatus } from './job-store';
+import { assertKind, insertJob, type JobRow, jobLockAtBegin, jobUpdateAtCommit, lockJob, readJob, updateJob, validateName, toStatus } from './job-store';
 import { type Progress, progressSince } from '../core/progress';
-import { type Db, transact } from '../core/transaction';
-import { traced } from '../core/telemetry';
+import { type Db, dataSourceOf, transact } from '../core/transaction';
+import { TransactionLane } from '../core/transaction-lane';
+import { type SpanScope, traced } from '../core/telemetry';
+import { dialectOf } from '../dialect';
 
 /** One page of a source; `next === null` marks the last page. */
 export interface Page<T> {
@@ -63,7 +65,13 @@ export function checkPage<T>(page: unknown): Page<T> {
   return candidate;
 }
 
-type Round = { kind: 'finished'; cursor: Json } | { kind: 'batch'; items: number; cursor: Json; done: boolean };
+type Round =
+  | { kind: 'finished'; cursor: Json }
+  | { kind: 'batch'; items: number; cursor: Json; done: boolean; advance?: { cursor: string; batches: number; items: number } };
+
+function jobReset(name: string): InvalidArgumentError {
+  return new InvalidArgumentError(`Job "${name}" was reset while running; run eachBatch again to start over.`);
+}
 
 /**
  * Runs job `name` to completion, one batch per transaction: `source(cursor)`, then
@@ -98,43 +106,81 @@ export async function eachBatch<T>(
   result.cursor = start.cursor;
   if (start.done) return { ...result, done: true };
 
-  const startedAt = Date.now();
-  while (!signal?.aborted) {
-    const round = await traced('batch', { job: name }, (span) => transact(db, async (tx): Promise<Round> => {
+  /**
+   * One batch in `tx`. With `advanceAtCommit`, a batch that is not the last leaves the job row's
+   * update to the caller, which sends it with the COMMIT (the row stays locked until then).
+   */
+  let followed = false;
+  // What the last batch committed on the lane: its transaction's opening statement locked the job
+  // row only if the row was still so (no other runner committed since), so it need not be re-read.
+  let left: { cursor: string; batches: number; items: number } | undefined;
+  const batch = async (tx: EntityManager, span: SpanScope, advanceAtCommit: boolean, opened = false): Promise<Round> => {
+    followed = false;
+    let row: Pick<JobRow, 'cursor' | 'batches' | 'items'>;
+    if (opened && left) {
+      row = left;
+    } else {
       // Re-read under the lock: another runner may have committed batches since.
-      const row = await lockJob(tx, name);
-      if (!row) {
-        throw new InvalidArgumentError(`Job "${name}" was reset while running; run eachBatch again to start over.`);
-      }
-      checkFingerprint(row, fingerprint);
-      const cursor = decodeJson(row.cursor);
-      if (row.done === true || Number(row.done) === 1) return { kind: 'finished', cursor };
-      span.set({ index: Number(row.batches) });
-      const page = checkPage<T>(await source(cursor, limit, tx));
-      const now = Date.now();
-      if (page.items.length === 0) {
-        await updateJob(tx, name, { done: true, finished_at: now });
-        return { kind: 'finished', cursor };
-      }
-      const next = encodeJson(page.next, 'The cursor returned by the source');
-      await handler(page.items, tx);
-      const done = page.next === null;
-      await updateJob(tx, name, {
-        cursor: next,
-        done,
-        batches: Number(row.batches) + 1,
-        items: Number(row.items) + page.items.length,
-        ...(done ? { finished_at: now } : {}),
+      const locked = await lockJob(tx, name);
+      if (!locked) throw jobReset(name);
+      checkFingerprint(locked, fingerprint);
+      if (locked.done === true || Number(locked.done) === 1) return { kind: 'finished', cursor: decodeJson(locked.cursor) };
+      row = locked;
+    }
+    const cursor = decodeJson(row.cursor);
+    span.set({ index: Number(row.batches) });
+    const page = checkPage<T>(await source(cursor, limit, tx));
+    const now = Date.now();
+    if (page.items.length === 0) {
+      await updateJob(tx, name, { done: true, finished_at: now });
+      return { kind: 'finished', cursor };
+    }
+    const next = encodeJson(page.next, 'The cursor returned by the source');
+    await handler(page.items, tx);
+    const done = page.next === null;
+    const advance = { cursor: next, batches: Number(row.batches) + 1, items: Number(row.items) + page.items.length };
+    span.committed(page.items.length, true);
+    const round = { kind: 'batch' as const, items: page.items.length, cursor: decodeJson(next), done };
+    if (advanceAtCommit && !done) {
+      // Another batch follows at once unless the call is stopping: its BEGIN goes with this COMMIT.
+      followed = !signal?.aborted;
+      return { ...round, advance };
+    }
+    await updateJob(tx, name, { ...advance, done, ...(done ? { finished_at: now } : {}) });
+    return round;
+  };
+
+  // PostgreSQL, in a transaction of its own: one connection kept for the run, and each batch's
+  // cursor update, COMMIT, the next batch's BEGIN and its lock of the job row in one round trip.
+  const lane = TransactionLane.fits(db) ? new TransactionLane(() => followed, { giveWay: true }) : undefined;
+  const dialect = dialectOf(dataSourceOf(db));
+  const startedAt = Date.now();
+  try {
+    while (!signal?.aborted) {
+      const round = await traced('batch', { job: name }, async (span): Promise<Round> => {
+        if (!lane) return transact(db, (tx) => batch(tx, span, false));
+        const outcome = await lane.transact(
+          db,
+          (tx, opened) => batch(tx, span, true, opened),
+          (ran) => (ran.kind === 'batch' && ran.advance ? [jobUpdateAtCommit(dialect, name, ran.advance)] : []),
+          `committing a batch of job "${name}"`,
+          (ran) => (ran.kind === 'batch' && ran.advance ? [jobLockAtBegin(dialect, name, ran.advance)] : []),
+        );
+        // The transaction held the job row's lock, so only a reset racing a lost lock gets here.
+        if (!outcome.held) throw jobReset(name);
+        if (outcome.result.kind === 'batch') left = outcome.result.advance;
+        return outcome.result;
       });
-      span.committed(page.items.length, true);
-      return { kind: 'batch', items: page.items.length, cursor: decodeJson(next), done };
-    }));
-    result.cursor = round.cursor;
-    if (round.kind === 'finished') return { ...result, done: true };
-    result.batches += 1;
-    result.items += round.items;
-    onProgress?.(progressSince(startedAt, { name, batches: result.batches, items: result.items }));
-    if (round.done) return { ...result, done: true };
+      result.cursor = round.cursor;
+      if (round.kind === 'finished') return { ...result, done: true };
+      result.batches += 1;
+      result.items += round.items;
+      onProgress?.(progressSince(startedAt, { name, batches: result.batches, items: result.items }));
+      if (round.done) return { ...result, done: true };
+    }
+  } finally {
+    // Rolls back a BEGIN sent ahead for a batch that will not run, and gives the connection back.
+    await lane?.close();
   }
   return result;
 }

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { run } from '../core/run-statement';
-import { dialectOf } from '../dialect';
+import { type Dialect, dialectOf, type FinalStatement, type OpeningStatement } from '../dialect';
 import { InvalidArgumentError } from '../core/errors';
 import { decodeJson, type Json } from '../core/json';
 import { dataSourceOf } from '../core/transaction';
@@ -116,17 +116,49 @@ export function assertKind(row: Pick<JobRow, 'name' | 'kind'>, kind: JobKind): v
   }
 }
 
+/** The UPDATE of one job row's `columns` (`updated_at` last, always refreshed), then its name, in the dialect's placeholders. */
+function jobUpdateSql(dialect: Dialect, columns: string[]): string {
+  const assignments = [...columns, 'updated_at'].map((column) => `${dialect.quote(column)} = ?`).join(', ');
+  return dialect.sql(`UPDATE ${dialect.quote(TABLE)} SET ${assignments} WHERE ${dialect.quote('name')} = ?`);
+}
+
 /** Sets columns of one job row; `updated_at` is always refreshed. */
 export async function updateJob(tx: EntityManager, name: string, values: Record<string, unknown>): Promise<void> {
   const dialect = dialectOf(dataSourceOf(tx));
-  const entries = Object.entries({ ...values, updated_at: Date.now() });
-  const assignments = entries.map(([column]) => `${dialect.quote(column)} = ?`).join(', ');
+  const entries = Object.entries(values);
   await run(
     tx,
-    dialect.sql(`UPDATE ${dialect.quote(TABLE)} SET ${assignments} WHERE ${dialect.quote('name')} = ?`),
-    [...entries.map(([, value]) => dialect.bindable(value)), name],
+    jobUpdateSql(dialect, entries.map(([column]) => column)),
+    [...entries.map(([, value]) => dialect.bindable(value)), Date.now(), name],
     `updating job "${name}"`,
   );
+}
+
+/**
+ * `updateJob` as the last statement of a batch's transaction, sent with its COMMIT (see
+ * PipelinedCommit): the job row, locked by the transaction, must change.
+ */
+export function jobUpdateAtCommit(dialect: Dialect, name: string, values: Record<string, string | number>): FinalStatement {
+  const entries = Object.entries(values);
+  return {
+    sql: jobUpdateSql(dialect, entries.map(([column]) => column)),
+    parameters: [...entries.map(([, value]) => value), Date.now(), name],
+    expected: 1,
+  };
+}
+
+/**
+ * The job row's lock as the first statement of the next batch's transaction, begun with a
+ * batch's COMMIT (see PipelinedCommit; PostgreSQL): it locks the row only while it is as that
+ * batch left it — same cursor and count, not done — so the batch after can skip re-reading it.
+ */
+export function jobLockAtBegin(dialect: Dialect, name: string, left: { cursor: string; batches: number }): OpeningStatement {
+  const q = (column: string) => dialect.quote(column);
+  return {
+    sql: dialect.sql(`SELECT 1 FROM ${q(TABLE)} WHERE ${q('name')} = ? AND ${q('cursor')} = ? AND ${q('batches')} = ? AND NOT ${q('done')} FOR UPDATE`),
+    parameters: [name, left.cursor, left.batches],
+    expected: 1,
+  };
 }
 
 export async function deleteJob(tx: EntityManager, name: string): Promise<void> {

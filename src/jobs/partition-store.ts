@@ -11,7 +11,7 @@ import { ownStatementError } from '../core/database-errors';
 import { decodeJson, encodeJson, type Json } from '../core/json';
 import { run } from '../core/run-statement';
 import { dataSourceOf } from '../core/transaction';
-import { type Dialect, dialectOf, type Executed } from '../dialect';
+import { type Dialect, dialectOf, type Executed, type FinalStatement } from '../dialect';
 
 const TABLE = 'checkpoint_partitions';
 // Bounds the placeholders per statement well below every driver's limit (SQLite's is the lowest).
@@ -204,32 +204,49 @@ export async function lockForBatch(tx: EntityManager, name: string, index: numbe
   await execute(tx, dialect.sql(`UPDATE ${table} SET ${q('job_name')} = ${q('job_name')} WHERE ${byKey}`), [name, index], `locking job "${name}"`);
 }
 
+/** What a batch changes in its range: the cursor (or the range's end), the counts, the lease. */
+export interface RangeChange {
+  cursor: string | null;
+  batches: number;
+  items: number;
+  finished: boolean;
+  leaseExpiresAt: number;
+  now: number;
+}
+
+/** `commitRange`'s statement, fenced by the claim token: it changes the range's row, or nothing when the claim was lost. */
+function rangeCommit(dialect: Dialect, name: string, index: number, token: number, change: RangeChange): { sql: string; parameters: (string | number | null)[] } {
+  const { q, table, byKey } = names(dialect);
+  return {
+    sql: dialect.sql(
+      `UPDATE ${table} SET ${q('cursor')} = ?, ${q('batches')} = ${q('batches')} + ?, ${q('items')} = ${q('items')} + ?, ` +
+        `${q('lease_expires_at')} = ?, ${q('updated_at')} = ?, ${q('status')} = ? WHERE ${byKey} AND ${fencedCondition(q, '?')}`,
+    ),
+    parameters: [
+      change.cursor, change.batches, change.items, change.finished ? null : change.leaseExpiresAt, change.now,
+      change.finished ? 'completed' : 'processing', name, index, token,
+    ],
+  };
+}
+
 /**
  * Commits a batch's cursor (or the range's end) with the handler's writes, fenced by the claim
  * token, renewing the lease. False when the claim is no longer this worker's: nothing may commit.
  */
-export async function commitRange(
-  tx: EntityManager,
-  name: string,
-  index: number,
-  token: number,
-  change: { cursor: string | null; batches: number; items: number; finished: boolean; leaseExpiresAt: number; now: number },
-): Promise<boolean> {
-  const dialect = dialectFor(tx);
-  const { q, table, byKey } = names(dialect);
-  const { affected } = await execute(
-    tx,
-    dialect.sql(
-      `UPDATE ${table} SET ${q('cursor')} = ?, ${q('batches')} = ${q('batches')} + ?, ${q('items')} = ${q('items')} + ?, ` +
-        `${q('lease_expires_at')} = ?, ${q('updated_at')} = ?, ${q('status')} = ? WHERE ${byKey} AND ${fencedCondition(q, '?')}`,
-    ),
-    [
-      change.cursor, change.batches, change.items, change.finished ? null : change.leaseExpiresAt, change.now,
-      change.finished ? 'completed' : 'processing', name, index, token,
-    ],
-    `committing a range of job "${name}"`,
-  );
+export async function commitRange(tx: EntityManager, name: string, index: number, token: number, change: RangeChange): Promise<boolean> {
+  const { sql, parameters } = rangeCommit(dialectFor(tx), name, index, token, change);
+  const { affected } = await execute(tx, sql, parameters, `committing a range of job "${name}"`);
   return affected > 0;
+}
+
+/**
+ * `commitRange` of a batch that does not finish its range, as the last statement of the batch's
+ * transaction, sent with its COMMIT (see PipelinedCommit): a lost claim changes no row, and the
+ * COMMIT does not run.
+ */
+export function commitRangeAtCommit(dialect: Dialect, name: string, index: number, token: number, change: RangeChange & { cursor: string; finished: false }): FinalStatement {
+  const { sql, parameters } = rangeCommit(dialect, name, index, token, change);
+  return { sql, parameters: parameters as (string | number)[], expected: 1 };
 }
 
 /** Fenced: extends the lease (heartbeat), fails the range (an attempt counted by its next claim) or releases it (pending, none counted). */

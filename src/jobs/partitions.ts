@@ -6,12 +6,14 @@ import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { decodeJson, encodeJson, type Json } from '../core/json';
 import { type Progress, progressSince } from '../core/progress';
 import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
+import { TransactionLane } from '../core/transaction-lane';
 import { dialectOf } from '../dialect';
 import { checkFingerprint, checkPage } from './each-batch';
 import { assertKind, insertJob, type JobRow, lockJob, updateJob, validateName } from './job-store';
 import {
   claimRange,
   commitRange,
+  commitRangeAtCommit,
   countRanges,
   insertRanges,
   lockForBatch,
@@ -168,7 +170,8 @@ export async function eachPartition<T>(
   }
   result.partitions = await plan(db, name, source, options.partitions ?? DEFAULT_PARTITIONS, maxRetries, fingerprint);
 
-  const { singleConnection, supportsReturning: claimInOneStatement } = dialectOf(dataSourceOf(db));
+  const dialect = dialectOf(dataSourceOf(db));
+  const { singleConnection, supportsReturning: claimInOneStatement } = dialect;
   const pollMs = Math.min(1000, Math.max(10, Math.floor(leaseMs / 4)));
   const startedAt = Date.now();
   let stopping = false;
@@ -192,31 +195,54 @@ export async function eachPartition<T>(
     // The cursor the claim read, then what this worker's own commits stored: while the token is
     // current no one else can commit this range, and the fenced commit checks exactly that.
     let stored = range.cursor;
+    // PostgreSQL: one connection kept while the range runs, and each batch's fenced cursor update,
+    // COMMIT and the next batch's BEGIN in one round trip (a lost claim fails the update, so nothing commits).
+    let followed = false;
+    const batchLane = TransactionLane.fits(db) ? new TransactionLane(() => followed, { giveWay: true }) : undefined;
+    const batch = async (tx: EntityManager, commitAtCommit: boolean) => {
+      followed = false;
+      await lockForBatch(tx, name, index);
+      const cursor: Json = stored === null ? lower : decodeJson(stored);
+      const page = checkPage<T>(await source.partitioning.page(cursor, upper, limit, tx));
+      const finished = page.items.length === 0 || page.next === null;
+      const next = page.items.length === 0 ? stored : encodeJson(page.next === null ? cursor : page.next, 'The cursor returned by the source');
+      if (page.items.length > 0) {
+        try {
+          await handler(page.items, tx);
+        } catch (error) {
+          throw new HandlerFailure(error);
+        }
+      }
+      const now = Date.now();
+      const change = { cursor: next, batches: page.items.length > 0 ? 1 : 0, items: page.items.length, finished, leaseExpiresAt: now + leaseMs, now };
+      if (commitAtCommit && !finished && next !== null) {
+        followed = !stopping && !signal?.aborted;
+        return { items: page.items.length, finished, next, change: { ...change, cursor: next, finished } };
+      }
+      if (!(await commitRange(tx, name, index, token, change))) throw claimLost(name, index);
+      if (finished) await finishJobIfLast(tx, name);
+      return { items: page.items.length, finished, next };
+    };
     try {
       for (;;) {
         if (stopping || signal?.aborted) {
+          await batchLane?.close();
           await transact(db, (tx) => settleRange(tx, name, index, token, { released: true }));
           return;
         }
-        const round = await transact(db, async (tx) => {
-          await lockForBatch(tx, name, index);
-          const cursor: Json = stored === null ? lower : decodeJson(stored);
-          const page = checkPage<T>(await source.partitioning.page(cursor, upper, limit, tx));
-          const finished = page.items.length === 0 || page.next === null;
-          const next = page.items.length === 0 ? stored : encodeJson(page.next === null ? cursor : page.next, 'The cursor returned by the source');
-          if (page.items.length > 0) {
-            try {
-              await handler(page.items, tx);
-            } catch (error) {
-              throw new HandlerFailure(error);
-            }
-          }
-          const now = Date.now();
-          const change = { cursor: next, batches: page.items.length > 0 ? 1 : 0, items: page.items.length, finished, leaseExpiresAt: now + leaseMs, now };
-          if (!(await commitRange(tx, name, index, token, change))) throw claimLost(name, index);
-          if (finished) await finishJobIfLast(tx, name);
-          return { items: page.items.length, finished, next };
-        });
+        let round: Awaited<ReturnType<typeof batch>>;
+        if (batchLane) {
+          const outcome = await batchLane.transact(
+            db,
+            (tx) => batch(tx, true),
+            (ran) => (ran.change ? [commitRangeAtCommit(dialect, name, index, token, ran.change)] : []),
+            `committing a range of job "${name}"`,
+          );
+          if (!outcome.held) throw claimLost(name, index);
+          round = outcome.result;
+        } else {
+          round = await transact(db, (tx) => batch(tx, false));
+        }
         stored = round.next;
         if (round.items > 0) {
           result.batches += 1;
@@ -239,6 +265,7 @@ export async function eachPartition<T>(
       throw error;
     } finally {
       heartbeat?.stop();
+      await batchLane?.close();
     }
   };
 
