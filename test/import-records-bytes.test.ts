@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Logger } from 'typeorm';
 import { CheckpointError, importFile } from '../src';
 import { csvCopyGroups } from '../src/import/records/csv-copy-rows';
 import { RecordRows } from '../src/import/records/record-rows';
@@ -147,6 +148,96 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     const generic = await run('by_map', 'valid-map', path, { size: 1000, map: (record: Record<string, unknown>) => record });
     expect(bytes.result).to.include({ rows: 3000, done: true });
     expect(bytes).to.deep.equal(generic);
+  });
+
+  // On PostgreSQL a chunk whose rows all give COPY's CSV parser exactly the converted values is
+  // sent as the file's own records (`FORMAT csv`); any other chunk as COPY text. Chunks of 4 here:
+  // even chunks hold verbatim rows only, each odd one a row in a form PostgreSQL would read
+  // otherwise (or that is not COPY's CSV), so each COPY's format is known.
+  const verbatimRow = (n: number) =>
+    [
+      n,
+      [-2147483648, 2147483647, 0, -n][n % 4],
+      n % 300,
+      ['1234.50', '-3.5', '7', '12.30'][n % 4],
+      ['-12.25', '0', '3.5', ''][n % 4],
+      ['T', 'no', 'Yes', 'f', '1', '0', 'true', 'FALSE'][n % 8],
+      n % 5 === 0 ? '' : '2024-02-29',
+      ['2024-03-01T10:11:12.123456', '2024-03-01 10:11:12', '', '2024-12-31 23:59:59.5'][n % 4],
+      ['2024-03-01 10:11:12Z', '2024-03-01T00:00:00.000001Z', '', '2024-03-01 10:11:12.7z'][n % 4],
+      n % 2 === 0 ? '0F0E0D0C-0B0A-0908-0706-050403020100' : '',
+      ['', 'ab\\c', 'é😀', 'NULL'][n % 4],
+      ['tab\there', 'back\\slash', ' spaced ', `x\\.${n}`][n % 4],
+    ].map(String);
+  // Valid, but not verbatim: field → value.
+  const otherwise: [number, string][] = [
+    [4, '1.50'], // an unconstrained numeric keeps a fraction's trailing zeros
+    [7, '2024-03-01 10:11:12Z'], // a timestamp's zone PostgreSQL would drop
+    [8, '2024-03-01 10:11:12'], // a timestamptz without zone: the session's, not UTC
+    [7, '2024-03-01t10:11:12'],
+    [1, '007'],
+    [11, 'line\rbreak'], // a CR that is data, not the record delimiter
+  ];
+  const verbatimFile = (breakText: string, bom: string, nullText = '') => {
+    const lines = Array.from({ length: 48 }, (_, n) => {
+      // With a null text, an empty field is an empty string: NULL is written as that text.
+      const fields = verbatimRow(n).map((field, f) => (field === '' && f < 10 ? nullText : field));
+      const chunk = Math.floor(n / 4);
+      if (chunk % 2 === 1 && n % 4 === 2) {
+        const [field, value] = otherwise[((chunk - 1) / 2) % otherwise.length];
+        fields[field] = value;
+      }
+      return fields.join(',');
+    });
+    return `${bom}${COLUMNS.join(',')}${breakText}${lines.join(breakText)}${breakText}`;
+  };
+
+  for (const [label, breakText, bom, csv] of [
+    ['LF', '\n', '', undefined],
+    ['CRLF, a BOM and a null text', '\r\n', '\ufeff', { null: 'NULL' }],
+  ] as const) {
+    it(`sends chunks of verbatim rows as their CSV records, with the rows of the generic path (${label})`, async () => {
+      const path = join(dir, `verbatim-${label.length}.csv`);
+      writeFileSync(path, verbatimFile(breakText, bom, csv?.null));
+      const copies: string[] = [];
+      const logger: Logger = {
+        logQuery: (query) => void (query.startsWith('COPY') && copies.push(query)),
+        logQueryError() {},
+        logQuerySlow() {},
+        logSchemaBuild() {},
+        logMigration() {},
+        log() {},
+      };
+      const logged = await database.open({ logger });
+      const options = { size: 4, ...(csv ? { csv } : {}) };
+      await logged.query('DELETE FROM by_bytes');
+      const result = await importFile(logged, `verbatim-${label}`, path, { into: 'by_bytes', ...options });
+      expect(result).to.include({ rows: 48, done: true });
+      const bytes = (await database.ds.query(`SELECT ${COLUMNS.map(q).join(', ')} FROM by_bytes ORDER BY n`)) as unknown[];
+      const generic = await run('by_map', `verbatim-map-${label}`, path, { ...options, map: (record: Record<string, unknown>) => record });
+      expect(generic.result).to.include({ rows: 48, done: true });
+      expect(bytes).to.deep.equal(generic.rows);
+      if (DRIVER === 'postgres') {
+        // 12 chunks: the 6 even ones as the file's records, the 6 odd ones as COPY text.
+        expect(copies.filter((sql) => /FORMAT csv/.test(sql))).to.have.length(6);
+        expect(copies.filter((sql) => !/FORMAT csv/.test(sql))).to.have.length(6);
+        if (csv) expect(copies.find((sql) => /FORMAT csv/.test(sql))).to.contain("NULL 'NULL'");
+      }
+    });
+  }
+
+  it('names the row whose key the table holds already in a chunk of verbatim rows', async () => {
+    const path = join(dir, 'verbatim-existing.csv');
+    writeFileSync(path, `${COLUMNS.join(',')}\n${Array.from({ length: 12 }, (_, n) => verbatimRow(n).join(',')).join('\n')}\n`);
+    await database.ds.query('DELETE FROM by_bytes');
+    await database.ds.query(`INSERT INTO by_bytes (n, note) VALUES (6, 'there first')`);
+    const error = await importFile(database.ds, 'verbatim-existing', path, { into: 'by_bytes', size: 4 }).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error).to.be.instanceOf(CheckpointError);
+    expect(error).to.include({ code: 'INVALID_INPUT', index: 6, field: 'n' });
+    expect(await database.ds.query('SELECT n FROM by_bytes ORDER BY n')).to.deep.equal([0, 1, 2, 3, 6].map((n) => ({ n })));
   });
 
   it('reads unquoted records as bytes and hands the rest over to csv-parse from the first quote', async () => {

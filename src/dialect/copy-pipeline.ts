@@ -14,6 +14,11 @@ export type { BoundStatement } from './pg-pipeline';
 export interface CopyAround extends PipelineGate {
   before?: BoundStatement[];
   after?: BoundStatement[];
+  /**
+   * The rows are CSV records as a file holds them (`,` and `"`, one line break each), sent as
+   * they are: COPY's CSV format, `null` the unquoted text read as NULL ('' when absent).
+   */
+  csv?: { null?: string };
 }
 
 // PostgreSQL ≤ 16 remembers each tuple slot of a COPY's insert buffer (up to 1,000) in a resource
@@ -30,11 +35,13 @@ const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
  * Parse, Bind and Execute of the COPY … FROM STDIN of `table` and `columns`, made once. Unnamed:
  * a named one would fail a caller's transaction on a connection that dropped it (DEALLOCATE ALL).
  */
-function copyStatement(table: string, columns: string[]): { sql: string; messages: Buffer } {
-  const key = JSON.stringify([table, columns]);
+function copyStatement(table: string, columns: string[], csv: CopyAround['csv']): { sql: string; messages: Buffer } {
+  const key = JSON.stringify([table, columns, csv ?? null]);
   let statement = copyStatements.get(key);
   if (!statement) {
-    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
+    // COPY's options take no parameters: the null text is a string literal (standard_conforming_strings).
+    const format = csv === undefined ? '' : ` (FORMAT csv${csv.null === undefined ? '' : `, NULL '${csv.null.replace(/'/g, "''")}'`})`;
+    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN${format}`;
     statement = { sql, messages: Buffer.concat(executeMessages(sql, [])) };
     copyStatements.set(key, statement);
   }
@@ -49,7 +56,7 @@ function copyStatement(table: string, columns: string[]): { sql: string; message
  */
 export async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
   const pipeline = await PipelineBuilder.on(runner);
-  const copy = copyStatement(table, columns);
+  const copy = copyStatement(table, columns, around.csv);
   for (const statement of around.before ?? []) pipeline.statement(statement);
   if (rows.rows > 0) pipeline.log(copy.sql, []);
   for (let row = 0; row < rows.rows; row += COPY_ROWS_PER_STATEMENT) {

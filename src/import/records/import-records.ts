@@ -17,6 +17,7 @@ import { csvCopyGroups, readsAsBytes } from './csv-copy-rows';
 import { type CsvOptions, gunzipped, readRecords, validateCsvOptions } from './record-readers';
 import { type Evaluated, itemGroup, type RecordMap, RecordRows, type RowGroup } from './record-rows';
 import { type TargetTable, targetTable } from './target-table';
+import { VerbatimRuns } from './verbatim-runs';
 import {
   copiesInOneRoundTrip,
   copyChunkTransaction,
@@ -112,6 +113,8 @@ interface Scan {
   /** Rows whose key appeared earlier (ascending): invalid rows pass 2 must leave out. */
   duplicates: number[];
   errors: RowError[];
+  /** A CSV read as bytes: the runs of rows whose records COPY can take as they are. */
+  verbatim: VerbatimRuns | null;
 }
 
 export function validateRecordsOptions(options: RecordsOptions): void {
@@ -221,6 +224,7 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
   const lenient = plan.lenient || plan.check;
   const keep = plan.check ? MAX_ERRORS : plan.lenient ? (plan.maxInvalid ?? -1) + 1 : 1;
   const found: RowError[] = [];
+  const verbatim = plan.bytes ? new VerbatimRuns(plan.size) : null;
   let total = 0;
   let skipped = 0;
   let invalid = 0;
@@ -229,6 +233,7 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
       for (let r = 0; r < group.length; r++) {
         const evaluated = group.evaluate(r, null);
         total++;
+        if (verbatim && (evaluated.kind !== 'row' || evaluated.verbatim !== true)) verbatim.clear(evaluated.index);
         if (evaluated.kind === 'skipped') {
           skipped++;
         } else if (evaluated.kind === 'invalid') {
@@ -250,6 +255,7 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
       if (first !== undefined && (found.length === 0 || first < found[0].index)) throw rowError(duplicateError(plan, first));
     } else if (duplicates) {
       repeated = await duplicates.everyDuplicate(lookup);
+      for (const index of repeated) verbatim?.clear(index);
     }
     if (!lenient && found.length > 0) throw rowError(found[0]);
     const errors = mergeErrors(plan, found, repeated, Math.max(keep, MAX_ERRORS));
@@ -262,7 +268,7 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
         past.field === null ? {} : { field: past.field },
       );
     }
-    return { total, skipped, invalid: allInvalid, duplicates: repeated, errors: errors.slice(0, MAX_ERRORS) };
+    return { total, skipped, invalid: allInvalid, duplicates: repeated, errors: errors.slice(0, MAX_ERRORS), verbatim };
   } finally {
     await duplicates?.close();
   }
@@ -307,6 +313,8 @@ interface Chunk {
   skipped: number[];
   /** The rows as COPY text, written as they were read (`csvCopyGroups`). */
   copied: CopiedRows | null;
+  /** Every row is verbatim (pass 1): the chunk's CSV records go to COPY as they are. */
+  verbatim: boolean;
 }
 
 /** Pass 2: begin or resume the import, then commit the rows from the checkpoint on, chunk by chunk. */
@@ -334,10 +342,16 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   const depth = held ? 2 : 1;
   const copying = held !== null && plan.bytes && !plan.target!.table.schema ? new CopyText(depth) : null;
   let copyColumns: number[] | null = null;
+  // Chunks whose rows pass 1 found verbatim throughout are sent as the file's own CSV records:
+  // Node then reads, hashes and splits the lines, and PostgreSQL's CSV parser does the rest.
+  const runs = copying ? scan.verbatim : null;
+  let verbatimColumns: number[] | undefined;
+  const newChunk = (start: number): Chunk => ({ ...emptyChunk(start), verbatim: runs !== null && runs.all(start, Math.min(start + size, total)) });
+  const csvNull = plan.csv.null === undefined ? {} : { null: plan.csv.null };
   const startedAt = Date.now();
   let bytes = 0;
   let chunks = 0;
-  let chunk = emptyChunk(result.nextIndex);
+  let chunk = newChunk(result.nextIndex);
   let duplicate = 0;
   const commit = async (taken: Chunk, order: ChunkOrder) => {
     const last = taken.start + taken.count >= total;
@@ -369,10 +383,11 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
       return false;
     }
     // At most `depth` chunks are in flight: the COPY text taken before them can be reused (`CopyText.take`).
-    if (copying) chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [] };
+    if (copying && chunk.verbatim) chunk.copied = { rows: copying.take(), columns: verbatimColumns ?? [], csv: csvNull };
+    else if (copying) chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [] };
     // Another runner of this import may have committed some of these rows already.
     const taken = rowsFrom(chunk, result.nextIndex);
-    chunk = emptyChunk(taken.start + taken.count);
+    chunk = newChunk(taken.start + taken.count);
     if (taken.count > 0) inFlight.start(taken);
     return true;
   };
@@ -385,6 +400,15 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
         // Rows committed before this call are behind the checkpoint.
         if (index < chunk.start) continue;
         while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < index) duplicate++;
+        if (chunk.verbatim) {
+          // The bytes are pass 1's (verifiedBlocks), and so is how they split into groups.
+          if (!group.verbatim || !group.verbatimColumns) throw changedBetweenPasses(batch, record);
+          chunk.rows.push(group.verbatim(r, copying!));
+          verbatimColumns = group.verbatimColumns;
+          chunk.count++;
+          if (chunk.count === size && index + 1 < total && !(await submit())) return stopped();
+          continue;
+        }
         const repeated = scan.duplicates[duplicate] === index;
         let evaluated: Evaluated = group.evaluate(r, repeated ? null : copying);
         if (evaluated.kind === 'row' && repeated) evaluated = { kind: 'invalid', ...duplicateError(plan, index) };
@@ -414,7 +438,7 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
 }
 
 function emptyChunk(start: number): Chunk {
-  return { start, count: 0, rows: [], rejects: [], skipped: [], copied: null };
+  return { start, count: 0, rows: [], rejects: [], skipped: [], copied: null, verbatim: false };
 }
 
 /** The chunk's rows from source row `from` on (those before are committed already). */
@@ -430,6 +454,7 @@ function rowsFrom(chunk: Chunk, from: number): Chunk {
     rejects: chunk.rejects.filter((reject) => reject.index >= from),
     skipped: chunk.skipped.filter((index) => index >= from),
     copied,
+    verbatim: chunk.verbatim,
   };
 }
 

@@ -9,7 +9,16 @@ export type RecordMap = (record: Record<string, unknown>, index: number) => Reco
 
 /** What one source row becomes: a row to write, a row `map` skipped, or an invalid row. */
 export type Evaluated =
-  | { kind: 'row'; index: number; values: ColumnValue[]; columns: number[]; record: Record<string, unknown> | null; key: string | null }
+  | {
+      kind: 'row';
+      index: number;
+      values: ColumnValue[];
+      columns: number[];
+      record: Record<string, unknown> | null;
+      key: string | null;
+      /** The record's CSV bytes, sent as they are, give PostgreSQL's COPY exactly these values (`csvCopyGroups`). */
+      verbatim?: boolean;
+    }
   | { kind: 'skipped'; index: number }
   | { kind: 'invalid'; index: number; field: string | null; reason: string };
 
@@ -27,7 +36,16 @@ export interface RowGroup {
   evaluate(r: number, copy: CopyText | null): Evaluated;
   /** True when `evaluate` appends valid rows to `copy`. */
   readonly copies: boolean;
+  /**
+   * Row `r`, which pass 1 found `verbatim`, appended to `copy` as its CSV record (one line), with
+   * only the values kept for its key (`csvCopyGroups`); absent for other readers.
+   */
+  verbatim?(r: number, copy: CopyText): RecordRow;
+  /** The table's columns of a verbatim record's fields, in the file's order. */
+  readonly verbatimColumns?: number[];
 }
+
+export type RecordRow = Extract<Evaluated, { kind: 'row' }>;
 
 /** Source items as a row group, evaluated by `rows`. */
 export function itemGroup(items: SourceItem[], rows: RecordRows): RowGroup {

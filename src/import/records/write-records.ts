@@ -6,10 +6,10 @@ import { dataSourceOf } from '../../core/transaction';
 import { AbandonedPipeline, type BoundStatement, type CopyAround, type CopyRows, CopyText, dialectOf, type RecordConflict } from '../../dialect';
 import { assertingAdvance, BEGIN, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
 import type { ColumnValue } from './column-values';
-import type { Evaluated } from './record-rows';
+import type { RecordRow } from './record-rows';
 import type { TargetTable } from './target-table';
 
-export type RecordRow = Extract<Evaluated, { kind: 'row' }>;
+export type { RecordRow };
 
 /** An invalid row as `checkpoint_import_rejects` keeps it. */
 export interface Reject {
@@ -99,6 +99,8 @@ export interface RowWrite {
 export interface CopiedRows {
   rows: CopyRows;
   columns: number[];
+  /** The rows are the file's CSV records as they are (`CopyAround.csv`). */
+  csv?: CopyAround['csv'];
 }
 
 /** The rows fill the same columns, so one COPY takes them all. */
@@ -150,7 +152,8 @@ export async function copyChunkTransaction(
   for (let attempt = 1; ; attempt++) {
     try {
       const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
-      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, { before, after: [COMMIT], ...pipelined });
+      const around = { before, after: [COMMIT], ...pipelined, ...(written?.csv ? { csv: written.csv } : {}) };
+      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, around);
       return true;
     } catch (error) {
       await rollbackQuietly(runner);
