@@ -150,94 +150,91 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     expect(bytes).to.deep.equal(generic);
   });
 
-  // On PostgreSQL a chunk whose rows all give COPY's CSV parser exactly the converted values is
-  // sent as the file's own records (`FORMAT csv`); any other chunk as COPY text. Chunks of 4 here:
-  // even chunks hold verbatim rows only, each odd one a row in a form PostgreSQL would read
-  // otherwise (or that is not COPY's CSV), so each COPY's format is known.
-  const verbatimRow = (n: number) =>
-    [
-      n,
-      [-2147483648, 2147483647, 0, -n][n % 4],
-      n % 300,
-      ['1234.50', '-3.5', '7', '12.30'][n % 4],
-      ['-12.25', '0', '3.5', ''][n % 4],
-      ['T', 'no', 'Yes', 'f', '1', '0', 'true', 'FALSE'][n % 8],
-      n % 5 === 0 ? '' : '2024-02-29',
-      ['2024-03-01T10:11:12.123456', '2024-03-01 10:11:12', '', '2024-12-31 23:59:59.5'][n % 4],
-      ['2024-03-01 10:11:12Z', '2024-03-01T00:00:00.000001Z', '', '2024-03-01 10:11:12.7z'][n % 4],
-      n % 2 === 0 ? '0F0E0D0C-0B0A-0908-0706-050403020100' : '',
-      ['', 'ab\\c', 'é😀', 'NULL'][n % 4],
-      ['tab\there', 'back\\slash', ' spaced ', `x\\.${n}`][n % 4],
-    ].map(String);
-  // Valid, but not verbatim: field → value.
-  const otherwise: [number, string][] = [
-    [4, '1.50'], // an unconstrained numeric keeps a fraction's trailing zeros
-    [7, '2024-03-01 10:11:12Z'], // a timestamp's zone PostgreSQL would drop
-    [8, '2024-03-01 10:11:12'], // a timestamptz without zone: the session's, not UTC
-    [7, '2024-03-01t10:11:12'],
-    [1, '007'],
-    [11, 'line\rbreak'], // a CR that is data, not the record delimiter
-  ];
-  const verbatimFile = (breakText: string, bom: string, nullText = '') => {
-    const lines = Array.from({ length: 48 }, (_, n) => {
-      // With a null text, an empty field is an empty string: NULL is written as that text.
-      const fields = verbatimRow(n).map((field, f) => (field === '' && f < 10 ? nullText : field));
-      const chunk = Math.floor(n / 4);
-      if (chunk % 2 === 1 && n % 4 === 2) {
-        const [field, value] = otherwise[((chunk - 1) / 2) % otherwise.length];
-        fields[field] = value;
-      }
-      return fields.join(',');
-    });
-    return `${bom}${COLUMNS.join(',')}${breakText}${lines.join(breakText)}${breakText}`;
+  // On PostgreSQL, rows go in COPY's binary format when every column they fill has one (integers,
+  // numeric, boolean, date, timestamps, uuid, text): the generic path (COPY text) is the oracle,
+  // over values at the edges of each binary encoding (the epoch 2000-01-01, negative day counts,
+  // numeric digit groups, int8 beyond 2^53).
+  const WIDE: Record<typeof DRIVER, (name: string, extra: string) => string> = {
+    postgres: (name, extra) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, big BIGINT, tiny SMALLINT, amount NUMERIC, money NUMERIC(12,4),
+      at TIMESTAMP(6), atz TIMESTAMPTZ(3), day DATE, code CHAR(4), label VARCHAR(8), uid UUID, flag BOOLEAN${extra})`,
+    mysql: (name, extra) => `CREATE TABLE ${name} (n INT PRIMARY KEY, big BIGINT, tiny SMALLINT, amount DECIMAL(40,20), money DECIMAL(12,4),
+      at DATETIME(6), atz DATETIME(3), day DATE, code CHAR(4), label VARCHAR(8), uid UUID, flag BOOLEAN${extra}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
+    sqlite: (name, extra) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, big BIGINT, tiny SMALLINT, amount NUMERIC, money DECIMAL(12,4),
+      at DATETIME, atz DATETIME, day DATE, code CHAR(4), label VARCHAR(8), uid UUID, flag BOOLEAN${extra})`,
   };
+  const WIDE_COLUMNS = ['n', 'big', 'tiny', 'amount', 'money', 'at', 'atz', 'day', 'code', 'label', 'uid', 'flag'];
+  const edges = {
+    big: ['0', '-1', '4294967295', '4294967296', '-4294967297', '9007199254740993', '-9223372036854775808', '9223372036854775807', '123456789012345'],
+    tiny: ['0', '-32768', '32767', '-1', '255', '256'],
+    amount: ['0', '-0', '0.0001', '-0.00001', '10000', '100000000', '12345678.87654321', '1e-7', '-2.5E3', '1.50', '0.10000', '99999999999999999999.9999'],
+    money: ['0.5', '-0.0001', '12345678.1', '1', '100.0000', '-99999999.9999', '0.01'],
+    at: ['2000-01-01 00:00:00', '1999-12-31 23:59:59.999999', '0001-01-01 00:00:00', '9999-12-31 23:59:59.999999', '2024-02-29T12:00:00.5', '1970-01-01T00:00:00Z', '2024-03-01 01:30:00+02:00', '1900-03-01 00:00:00.000001'],
+    atz: ['2000-01-01 00:00:00', '1999-12-31 23:59:59.999', '2024-06-30T23:59:59.5Z', '2024-03-01 01:30:00-05:30', '1969-07-20 20:17:40'],
+    day: ['2000-01-01', '1999-12-31', '0001-01-01', '9999-12-31', '2024-02-29', '1600-02-29', '1970-01-01'],
+    code: ['', 'ab', 'abcd', 'é'],
+    label: ['', 'x', 'tab\there', 'back\\sl', 'ünï😀', ' sp '],
+    uid: ['00000000-0000-0000-0000-000000000000', 'FFFFFFFF-ffff-ABCD-ef01-23456789abcd', ''],
+    flag: ['t', 'FALSE', 'yes', '0', ''],
+  };
+  const wideFile = (rows: number) => {
+    const lines = Array.from({ length: rows }, (_, n) => [String(n), ...WIDE_COLUMNS.slice(1).map((name, c) => edges[name as keyof typeof edges][(n * (c + 1)) % edges[name as keyof typeof edges].length])]);
+    return `${WIDE_COLUMNS.join(',')}\n${lines.map((fields) => fields.join(',')).join('\n')}\n`;
+  };
+  const copiesLogged = async (table: string, path: string, size: number) => {
+    const copies: string[] = [];
+    const logger: Logger = {
+      logQuery: (query) => void (query.startsWith('COPY') && copies.push(query)),
+      logQueryError() {},
+      logQuerySlow() {},
+      logSchemaBuild() {},
+      logMigration() {},
+      log() {},
+    };
+    const logged = await database.open({ logger });
+    await logged.query(`DELETE FROM ${table}`);
+    const result = await importFile(logged, `${table}-${++runs}`, path, { into: table, size });
+    return { copies, result };
+  };
+  const wideRows = async (table: string) =>
+    (await database.ds.query(`SELECT ${WIDE_COLUMNS.map(q).join(', ')} FROM ${table} ORDER BY n`)) as Record<string, unknown>[];
 
-  for (const [label, breakText, bom, csv] of [
-    ['LF', '\n', '', undefined],
-    ['CRLF, a BOM and a null text', '\r\n', '\ufeff', { null: 'NULL' }],
-  ] as const) {
-    it(`sends chunks of verbatim rows as their CSV records, with the rows of the generic path (${label})`, async () => {
-      const path = join(dir, `verbatim-${label.length}.csv`);
-      writeFileSync(path, verbatimFile(breakText, bom, csv?.null));
-      const copies: string[] = [];
-      const logger: Logger = {
-        logQuery: (query) => void (query.startsWith('COPY') && copies.push(query)),
-        logQueryError() {},
-        logQuerySlow() {},
-        logSchemaBuild() {},
-        logMigration() {},
-        log() {},
-      };
-      const logged = await database.open({ logger });
-      const options = { size: 4, ...(csv ? { csv } : {}) };
-      await logged.query('DELETE FROM by_bytes');
-      const result = await importFile(logged, `verbatim-${label}`, path, { into: 'by_bytes', ...options });
-      expect(result).to.include({ rows: 48, done: true });
-      const bytes = (await database.ds.query(`SELECT ${COLUMNS.map(q).join(', ')} FROM by_bytes ORDER BY n`)) as unknown[];
-      const generic = await run('by_map', `verbatim-map-${label}`, path, { ...options, map: (record: Record<string, unknown>) => record });
-      expect(generic.result).to.include({ rows: 48, done: true });
-      expect(bytes).to.deep.equal(generic.rows);
-      if (DRIVER === 'postgres') {
-        // 12 chunks: the 6 even ones as the file's records, the 6 odd ones as COPY text.
-        expect(copies.filter((sql) => /FORMAT csv/.test(sql))).to.have.length(6);
-        expect(copies.filter((sql) => !/FORMAT csv/.test(sql))).to.have.length(6);
-        if (csv) expect(copies.find((sql) => /FORMAT csv/.test(sql))).to.contain("NULL 'NULL'");
-      }
-    });
-  }
+  it('writes rows whose columns all have a binary form as binary COPY, with the rows of the generic path', async () => {
+    await database.ds.query(WIDE[DRIVER]('wide_bytes', ''));
+    await database.ds.query(WIDE[DRIVER]('wide_map', ''));
+    const path = join(dir, 'wide.csv');
+    writeFileSync(path, wideFile(300));
+    const { copies, result } = await copiesLogged('wide_bytes', path, 64);
+    expect(result).to.include({ rows: 300, done: true });
+    await importFile(database.ds, 'wide-map', path, { into: 'wide_map', size: 64, map: (record) => record });
+    const bytes = await wideRows('wide_bytes');
+    expect(bytes).to.have.length(300);
+    expect(bytes).to.deep.equal(await wideRows('wide_map'));
+    // 5 chunks, each one COPY (its rows in statements of 125 rows at most, logged once).
+    if (DRIVER === 'postgres') expect(copies.map((sql) => /\(FORMAT binary\)$/.test(sql))).to.deep.equal([true, true, true, true, true]);
+  });
 
-  it('names the row whose key the table holds already in a chunk of verbatim rows', async () => {
-    const path = join(dir, 'verbatim-existing.csv');
-    writeFileSync(path, `${COLUMNS.join(',')}\n${Array.from({ length: 12 }, (_, n) => verbatimRow(n).join(',')).join('\n')}\n`);
-    await database.ds.query('DELETE FROM by_bytes');
-    await database.ds.query(`INSERT INTO by_bytes (n, note) VALUES (6, 'there first')`);
-    const error = await importFile(database.ds, 'verbatim-existing', path, { into: 'by_bytes', size: 4 }).then(
+  it('writes COPY text when a column the records fill has no binary form (json)', async () => {
+    await database.ds.query(WIDE[DRIVER]('wide_json', `, doc ${DRIVER === 'postgres' ? 'JSONB' : 'JSON'}`));
+    const path = join(dir, 'wide-json.csv');
+    const [header, ...lines] = wideFile(3).trimEnd().split('\n');
+    writeFileSync(path, `${[`${header},doc`, ...lines.map((line, n) => `${line},${['{}', '[1]', '2'][n]}`)].join('\n')}\n`);
+    const { copies, result } = await copiesLogged('wide_json', path, 64);
+    expect(result).to.include({ rows: 3, done: true });
+    if (DRIVER === 'postgres') expect(copies).to.have.length(1).and.satisfy((sqls: string[]) => !/FORMAT binary/.test(sqls[0]));
+  });
+
+  it('names the row whose key the table holds already in a chunk written as binary COPY', async () => {
+    const path = join(dir, 'wide-existing.csv');
+    writeFileSync(path, wideFile(12));
+    await database.ds.query('DELETE FROM wide_bytes');
+    await database.ds.query('INSERT INTO wide_bytes (n) VALUES (6)');
+    const error = await importFile(database.ds, 'wide-existing', path, { into: 'wide_bytes', size: 4 }).then(
       () => null,
       (caught: unknown) => caught,
     );
     expect(error).to.be.instanceOf(CheckpointError);
     expect(error).to.include({ code: 'INVALID_INPUT', index: 6, field: 'n' });
-    expect(await database.ds.query('SELECT n FROM by_bytes ORDER BY n')).to.deep.equal([0, 1, 2, 3, 6].map((n) => ({ n })));
+    expect((await database.ds.query('SELECT n FROM wide_bytes ORDER BY n')).map((row: { n: number }) => row.n)).to.deep.equal([0, 1, 2, 3, 6]);
   });
 
   it('reads unquoted records as bytes and hands the rest over to csv-parse from the first quote', async () => {

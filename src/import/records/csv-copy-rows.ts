@@ -1,11 +1,11 @@
 import { InvalidInputError } from '../../core/errors';
-import type { CopyText, RecordColumn } from '../../dialect';
+import { binaryWire, CopyBinary, type CopyText, type RecordColumn, type WireType } from '../../dialect';
 import { CsvSpans, csvSpansThen, type RecordDelimiter } from '../csv-records';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
 import { type CsvOptions, csvHeader, csvRecords } from './record-readers';
-import { itemGroup, type RecordRow, type RecordRows, type RowGroup } from './record-rows';
+import { itemGroup, type RecordRows, type RowGroup } from './record-rows';
 import type { TargetTable } from './target-table';
-import { copyValue } from './write-records';
+import { copyBinaryValue, copyValue, type RowCopy } from './write-records';
 
 /** True when `csvCopyGroups` reads this CSV: the default delimiter and quote (the byte scanner's). */
 export function readsAsBytes(csv: CsvOptions): boolean {
@@ -91,9 +91,6 @@ const ZERO = 0x30;
 const NINE = 0x39;
 const MINUS = 0x2d;
 const DOT = 0x2e;
-const BACKSLASH = 0x5c;
-const NEWLINE = 0x0a;
-const RETURN = 0x0d;
 const COLON = 0x3a;
 const SPACE = 0x20;
 const T_UPPER = 0x54;
@@ -165,6 +162,8 @@ interface FieldPlan {
   max: number;
   /** The value is kept for the key or for naming a row whose key exists. */
   keyed: boolean;
+  /** The column's binary COPY type, if it has one. */
+  wire: WireType | null;
 }
 
 /**
@@ -181,14 +180,12 @@ class CsvFieldRows {
   /** Rows have a key (`key`), made of kept values. */
   private readonly hasKey: boolean;
   private readonly nullBytes: Buffer | null;
+  /** Every column the fields fill has a binary COPY form. */
+  readonly binary: boolean;
   /** What the last accepted value read: an integer's number, a boolean, where a numeric's or timestamp's canonical text ends. */
   private integerRead = 0;
   private booleanRead = false;
   private endRead = 0;
-  /** The table's columns of the fields in the file's order, when every field fills a column of its own and the null text can be COPY's. */
-  readonly verbatimColumns: number[] | undefined;
-  /** The last accepted value's bytes are a text PostgreSQL reads as that value (see `verbatim`). */
-  private exactRead = true;
 
   constructor(
     private readonly header: string[],
@@ -219,13 +216,11 @@ class CsvFieldRows {
         min: column.min === undefined ? -Infinity : Number(column.min),
         max: column.max === undefined ? Infinity : Number(column.max),
         keyed: kept.has(column.name),
+        wire: binaryWire(column),
       });
     }
     this.keyed = this.plans.some((plan) => plan.keyed);
-    // COPY cannot leave out a field of the input, and its NULL text is a string literal without a quote, comma or line break.
-    const nullCopyable = nullText === undefined || /^[^"',\\\r\n]*$/.test(nullText);
-    this.verbatimColumns =
-      this.plans.length === header.length && nullCopyable ? [...this.plans].sort((a, b) => a.position - b.position).map((plan) => plan.at) : undefined;
+    this.binary = this.plans.every((plan) => plan.wire !== null);
     this.hasKey = rows.keyColumnNames() !== null;
     this.missing = target.columns.find((column, at) => !this.columns.includes(at) && !column.nullable && !column.hasDefault);
   }
@@ -240,12 +235,11 @@ class CsvFieldRows {
       },
       evaluate: (r, copy) => this.evaluate(spans, from + r, index + r, copy),
       copies: true,
-      verbatim: (r, copy) => this.verbatim(spans, from + r, index + r, copy),
-      verbatimColumns: this.verbatimColumns,
+      binary: this.binary,
     };
   }
 
-  private evaluate(spans: CsvSpans, record: number, index: number, copy: CopyText | null) {
+  private evaluate(spans: CsvSpans, record: number, index: number, copy: RowCopy | null) {
     const count = spans.fieldCount(record);
     if (count !== this.header.length) {
       return { kind: 'invalid' as const, index, field: null, reason: `the record has ${count} fields, the header ${this.header.length}` };
@@ -256,71 +250,78 @@ class CsvFieldRows {
     // Values are kept to bind them, for the key, and in a COPY chunk for naming a row whose key exists.
     const values = this.withValues || this.hasKey || (this.keyed && copy !== null) ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
     const plans = this.plans;
-    // A record whose line starts with `\.` could be COPY's end-of-data marker.
-    let verbatim = this.verbatimColumns !== undefined && !(bytes[starts[base]] === BACKSLASH && bytes[starts[base] + 1] === DOT);
+    // The text checks write COPY text; binary fields are written after them, from what they read.
+    const binary = copy instanceof CopyBinary ? copy : null;
+    const text = binary === null ? (copy as CopyText | null) : null;
+    binary?.beginRow(plans.length);
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i];
       const f = base + plan.position;
-      if (copy !== null && i > 0) copy.tab();
-      const reason = this.field(plan, bytes, starts[f], ends[f], copy, values);
+      if (text !== null && i > 0) text.tab();
+      const reason = this.field(plan, bytes, starts[f], ends[f], text, binary, values);
       if (reason !== null) {
         copy?.truncate(mark);
         return { kind: 'invalid' as const, index, field: plan.name, reason };
       }
-      verbatim &&= this.exactRead;
     }
     if (this.missing) {
       copy?.truncate(mark);
       return { kind: 'invalid' as const, index, field: this.missing.name, reason: `no field fills the NOT NULL column "${this.missing.name}"` };
     }
     copy?.endRow();
-    return { kind: 'row' as const, index, values, columns: this.columns, record: null, key: this.hasKey ? this.rows.keyOf(values) : null, verbatim };
-  }
-
-  /**
-   * A record pass 1 found `verbatim` (valid, every value given in a form PostgreSQL reads as the
-   * value `convertValue` gives), written to `copy` as its line of CSV; only the values kept for
-   * naming a row whose key exists are read.
-   */
-  private verbatim(spans: CsvSpans, record: number, index: number, copy: CopyText): RecordRow {
-    const { bytes, starts, ends, fieldsAt } = spans;
-    const base = fieldsAt[record];
-    copy.raw(bytes, starts[base], ends[fieldsAt[record + 1] - 1]);
-    copy.endRow();
-    let values = NO_VALUES;
-    if (this.keyed) {
-      values = new Array<ColumnValue>(this.target.columns.length);
-      for (const plan of this.plans) {
-        if (!plan.keyed) continue;
-        const f = base + plan.position;
-        const reason = this.field(plan, bytes, starts[f], ends[f], null, values);
-        if (reason !== null) throw new InvalidInputError(`Row ${index}, field "${plan.name}": ${reason}.`, index, { field: plan.name });
-      }
-    }
-    return { kind: 'row', index, values, columns: this.columns, record: null, key: null };
+    return { kind: 'row' as const, index, values, columns: this.columns, record: null, key: this.hasKey ? this.rows.keyOf(values) : null };
   }
 
   /** Checks one field (and writes it to `copy`): null when it is valid, else why not. */
-  private field(plan: FieldPlan, bytes: Buffer, start: number, end: number, copy: CopyText | null, values: ColumnValue[]): string | null {
-    this.exactRead = true;
+  private field(
+    plan: FieldPlan,
+    bytes: Buffer,
+    start: number,
+    end: number,
+    copy: CopyText | null,
+    binary: CopyBinary | null,
+    values: ColumnValue[],
+  ): string | null {
     if (this.nullBytes === null ? start === end : end - start === this.nullBytes.length && this.nullBytes.equals(bytes.subarray(start, end))) {
-      return this.converted(plan, null, copy, values);
+      return this.converted(plan, null, copy, binary, values);
     }
     if (this.accepted(plan, bytes, start, end, copy)) {
       if (values !== NO_VALUES && (this.withValues || plan.keyed)) values[plan.at] = this.valueOf(plan, bytes, start, end);
+      if (binary !== null) this.binaryField(plan, bytes, start, end, binary);
       return null;
     }
-    this.exactRead = false;
-    return this.converted(plan, bytes.toString('utf8', start, end), copy, values);
+    return this.converted(plan, bytes.toString('utf8', start, end), copy, binary, values);
   }
 
   /** The generic conversion of one field's text (or NULL). */
-  private converted(plan: FieldPlan, text: string | null, copy: CopyText | null, values: ColumnValue[]): string | null {
+  private converted(plan: FieldPlan, text: string | null, copy: CopyText | null, binary: CopyBinary | null, values: ColumnValue[]): string | null {
     const converted = convertValue(text, plan.column, this.storable);
     if ('reason' in converted) return converted.reason;
     if (values !== NO_VALUES && (this.withValues || plan.keyed)) values[plan.at] = converted.value;
     if (copy !== null) copyValue(copy, converted.value);
+    if (binary !== null) copyBinaryValue(binary, converted.value, plan.wire!);
     return null;
+  }
+
+  /** A field `accepted` took, in its binary form, from what the check read. */
+  private binaryField(plan: FieldPlan, bytes: Buffer, start: number, end: number, binary: CopyBinary): void {
+    switch (plan.check) {
+      case Check.Integer:
+        return binary.integer(this.integerRead, plan.wire!);
+      case Check.Boolean:
+        return binary.boolean(this.booleanRead);
+      case Check.Numeric:
+        return binary.numeric(bytes, start, this.endRead);
+      case Check.Date:
+        return binary.date(bytes, start);
+      case Check.Timestamp:
+      case Check.Timestamptz:
+        return binary.timestamp(bytes, start, this.endRead);
+      case Check.Uuid:
+        return binary.uuid(bytes, start);
+      default:
+        return binary.text(bytes, start, end);
+    }
   }
 
   /** The value `convertValue` gives for bytes `accepted` took. */
@@ -428,25 +429,14 @@ class CsvFieldRows {
     if (scale !== undefined && scale !== null && fraction > scale) return false;
     if (precision !== undefined && precision !== null && (zeroWhole ? 0 : whole) > precision - (scale ?? 0)) return false;
     this.endRead = cut;
-    // Trailing zeros of the fraction change an unconstrained numeric's display scale, not one with a scale of its own.
-    this.exactRead = cut === end || (scale !== undefined && scale !== null);
     copy?.raw(bytes, start, cut);
     return true;
   }
 
   /** Any UTF-8 text within the column's length, without U+0000 where the database cannot store it. */
   private text(column: RecordColumn, bytes: Buffer, start: number, end: number, copy: CopyText | null): boolean {
-    // Verbatim records are PostgreSQL's, whose text holds no U+0000.
-    if (this.storable.textHoldsNul) this.exactRead = false;
-    else {
-      for (let i = start; i < end; i++) {
-        const byte = bytes[i];
-        if (byte <= RETURN) {
-          if (byte === 0) return false;
-          // A line break that is data (not the file's record delimiter) is not COPY's.
-          if (byte === RETURN || byte === NEWLINE) this.exactRead = false;
-        }
-      }
+    if (!this.storable.textHoldsNul) {
+      for (let i = start; i < end; i++) if (bytes[i] === 0) return false;
     }
     if (column.length !== undefined && column.length !== null && end - start > column.length) {
       let characters = 0;
@@ -480,8 +470,6 @@ class CsvFieldRows {
       for (let i = start + 20; i < last; i++) if (!isDigit(bytes[i])) return false;
     }
     this.endRead = last;
-    // PostgreSQL drops a zone given to a timestamp and reads a timestamptz without one in the session's zone.
-    this.exactRead = separator !== (T_UPPER | 0x20) && zulu === (plan.check === Check.Timestamptz);
     if (copy !== null) {
       copy.raw(bytes, start, start + 10);
       copy.raw(SPACE_BYTES);

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../../core/errors';
-import type { CopyText } from '../../dialect';
+import type { CopyBinary, CopyText } from '../../dialect';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
 import { jsonText, plainJson } from './json-values';
 import type { SourceItem } from './record-readers';
@@ -9,16 +9,7 @@ export type RecordMap = (record: Record<string, unknown>, index: number) => Reco
 
 /** What one source row becomes: a row to write, a row `map` skipped, or an invalid row. */
 export type Evaluated =
-  | {
-      kind: 'row';
-      index: number;
-      values: ColumnValue[];
-      columns: number[];
-      record: Record<string, unknown> | null;
-      key: string | null;
-      /** The record's CSV bytes, sent as they are, give PostgreSQL's COPY exactly these values (`csvCopyGroups`). */
-      verbatim?: boolean;
-    }
+  | { kind: 'row'; index: number; values: ColumnValue[]; columns: number[]; record: Record<string, unknown> | null; key: string | null }
   | { kind: 'skipped'; index: number }
   | { kind: 'invalid'; index: number; field: string | null; reason: string };
 
@@ -33,19 +24,12 @@ export interface RowGroup {
    * Row `r` evaluated. With `copy`, a reader that writes COPY text (`csvCopyGroups`) appends a
    * valid row there, its values left out of the result; others ignore it.
    */
-  evaluate(r: number, copy: CopyText | null): Evaluated;
+  evaluate(r: number, copy: CopyText | CopyBinary | null): Evaluated;
   /** True when `evaluate` appends valid rows to `copy`. */
   readonly copies: boolean;
-  /**
-   * Row `r`, which pass 1 found `verbatim`, appended to `copy` as its CSV record (one line), with
-   * only the values kept for its key (`csvCopyGroups`); absent for other readers.
-   */
-  verbatim?(r: number, copy: CopyText): RecordRow;
-  /** The table's columns of a verbatim record's fields, in the file's order. */
-  readonly verbatimColumns?: number[];
+  /** True when `evaluate` can write the binary format (every column it fills has one). */
+  readonly binary?: boolean;
 }
-
-export type RecordRow = Extract<Evaluated, { kind: 'row' }>;
 
 /** Source items as a row group, evaluated by `rows`. */
 export function itemGroup(items: SourceItem[], rows: RecordRows): RowGroup {
