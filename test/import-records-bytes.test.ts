@@ -237,6 +237,20 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     expect((await database.ds.query('SELECT n FROM wide_bytes ORDER BY n')).map((row: { n: number }) => row.n)).to.deep.equal([0, 1, 2, 3, 6]);
   });
 
+  if (DRIVER === 'postgres') {
+    it('prepares its COPY again on a connection that dropped its statements (DEALLOCATE ALL)', async () => {
+      const single = await database.open({ extra: { max: 1 } });
+      const path = join(dir, 'wide-deallocated.csv');
+      writeFileSync(path, wideFile(40));
+      await single.query('DELETE FROM wide_bytes');
+      expect(await importFile(single, 'deallocated-1', path, { into: 'wide_bytes', size: 10 })).to.include({ rows: 40, done: true });
+      await single.query('DEALLOCATE ALL');
+      await single.query('DELETE FROM wide_bytes');
+      expect(await importFile(single, 'deallocated-2', path, { into: 'wide_bytes', size: 10 })).to.include({ rows: 40, done: true });
+      expect(await wideRows('wide_bytes')).to.have.length(40);
+    });
+  }
+
   it('reads unquoted records as bytes and hands the rest over to csv-parse from the first quote', async () => {
     const target = await targetTable(database.ds.manager, 'by_bytes');
     const storable = { floatSpecials: DRIVER === 'postgres', textHoldsNul: DRIVER !== 'postgres' };

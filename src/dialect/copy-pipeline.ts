@@ -17,6 +17,12 @@ export interface CopyAround extends PipelineGate {
   after?: BoundStatement[];
   /** The rows are in the binary format (`CopyBinary`), not COPY text. */
   binary?: boolean;
+  /**
+   * The COPY is a named statement of the connection, parsed once (the server then skips parsing
+   * each of a chunk's statements). Only for a caller that retries when the connection dropped it
+   * (DEALLOCATE ALL: UNKNOWN_PREPARED_STATEMENT fails the transaction).
+   */
+  prepare?: boolean;
 }
 
 // PostgreSQL ≤ 16 remembers each tuple slot of a COPY's insert buffer (up to 1,000) in a resource
@@ -62,7 +68,8 @@ export async function copyFromStdin(runner: QueryRunner, table: string, columns:
     const from = row === 0 ? 0 : rows.ends[row - 1];
     const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + COPY_ROWS_PER_STATEMENT) - 1]);
     // The rows are copied once, into the CopyData message (125 rows at a time).
-    pipeline.raw(copy.messages);
+    if (around.prepare) pipeline.statement({ sql: copy.sql, parameters: [], prepare: true }, false);
+    else pipeline.raw(copy.messages);
     if (binary) pipeline.raw(BINARY_HEADER_DATA).raw(serialize.copyData(data)).raw(BINARY_TRAILER_DATA);
     else pipeline.raw(serialize.copyData(data));
     pipeline.raw(COPY_DONE);

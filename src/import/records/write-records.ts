@@ -165,7 +165,7 @@ export async function copyChunkTransaction(
   for (let attempt = 1; ; attempt++) {
     try {
       const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
-      const around = { before, after: [COMMIT], ...pipelined, binary: written?.binary === true };
+      const around = { before, after: [COMMIT], ...pipelined, binary: written?.binary === true, prepare: true };
       await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, around);
       return true;
     } catch (error) {
