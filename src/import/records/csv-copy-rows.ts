@@ -175,8 +175,6 @@ class CsvFieldRows {
   private readonly plans: FieldPlan[] = [];
   private readonly columns: number[] = [];
   private readonly missing: RecordColumn | undefined;
-  /** Some column is kept (the key's or the primary key's). */
-  private readonly keyed: boolean;
   /** Rows have a key (`key`), made of kept values. */
   private readonly hasKey: boolean;
   private readonly nullBytes: Buffer | null;
@@ -219,7 +217,6 @@ class CsvFieldRows {
         wire: binaryWire(column),
       });
     }
-    this.keyed = this.plans.some((plan) => plan.keyed);
     this.binary = this.plans.every((plan) => plan.wire !== null);
     this.hasKey = rows.keyColumnNames() !== null;
     this.missing = target.columns.find((column, at) => !this.columns.includes(at) && !column.nullable && !column.hasDefault);
@@ -247,8 +244,9 @@ class CsvFieldRows {
     const base = spans.fieldsAt[record];
     const { bytes, starts, ends } = spans;
     const mark = copy === null ? 0 : copy.byteLength;
-    // Values are kept to bind them, for the key, and in a COPY chunk for naming a row whose key exists.
-    const values = this.withValues || this.hasKey || (this.keyed && copy !== null) ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
+    // Values are kept to bind them and for the key; a COPY chunk's rows go without (`valuesOf` reads
+    // them again for naming a row whose key exists: no array per row of the bulk).
+    const values = this.withValues || this.hasKey ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
     const plans = this.plans;
     // The text checks write COPY text; binary fields are written after them, from what they read.
     const binary = copy instanceof CopyBinary ? copy : null;

@@ -298,6 +298,26 @@ async function keysAt(plan: Plan, record: SourceRecord, indexes: number[]): Prom
   return keys;
 }
 
+/**
+ * The rows with their values: rows written as COPY as they were read have none (`csvCopyGroups`),
+ * so the source is read again up to them (only for naming a row whose key the table holds).
+ */
+async function valuesOf(plan: Plan, record: SourceRecord, rows: RecordRow[]): Promise<RecordRow[]> {
+  if (rows.length === 0 || rows.every((row) => row.values.length > 0)) return rows;
+  const wanted = new Set(rows.map((row) => row.index));
+  const last = rows[rows.length - 1].index;
+  const valued: RecordRow[] = [];
+  for await (const group of sourceGroups(plan, verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }), true)) {
+    for (let r = 0; r < group.length; r++) {
+      if (!wanted.has(group.index(r))) continue;
+      const evaluated = group.evaluate(r, null);
+      if (evaluated.kind === 'row') valued.push(evaluated);
+    }
+    if (group.length > 0 && group.index(group.length - 1) >= last) break;
+  }
+  return valued;
+}
+
 /** The rows of one chunk as pass 2 gathers them. */
 interface Chunk {
   start: number;
@@ -349,7 +369,7 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     const last = taken.start + taken.count >= total;
     // The same span and metrics as a chunk of the lab shape; rows `map` skipped and invalid rows as attributes.
     const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
-      const committed = await commitChunk(plan, record.digest, taken, last ? undefined : asynchronous, held, order);
+      const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, held, order);
       if (committed?.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
       span.committed(committed?.advanced ? taken.rows.length : 0, committed?.advanced ?? false);
       return committed;
@@ -467,18 +487,19 @@ async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, record: So
  */
 async function commitChunk(
   plan: Plan,
-  digest: string,
+  record: SourceRecord,
   chunk: Chunk,
   asynchronous: BoundStatement | undefined,
   held: (() => QueryRunner) | null,
   order: ChunkOrder,
 ): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
+  const { digest } = record;
   const { start, count, rows, rejects } = chunk;
   const write: RowWrite | null = plan.target
     ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
     : null;
-  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, digest, chunk, write, held(), order);
+  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, record, chunk, write, held(), order);
   // Not pipelined: this chunk's transaction starts once the one before has ended (nothing, if it failed).
   if (!(await order.previous)) return null;
   let writing = false;
@@ -521,13 +542,14 @@ async function commitChunk(
  */
 async function commitHeld(
   plan: Plan,
-  digest: string,
+  record: SourceRecord,
   chunk: Chunk,
   write: RowWrite,
   runner: QueryRunner,
   order: ChunkOrder,
 ): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
+  const { digest } = record;
   const { start, count, rows, rejects } = chunk;
   // Committed only after the chunk before it, and not once the import is stopped.
   const proceed = order.previous.then((committed) => committed && !plan.signal?.aborted);
@@ -543,7 +565,12 @@ async function commitHeld(
         attempt--;
         continue;
       }
-      if (error instanceof InvalidInputError) throw (await firstExistingKey(runner.manager, rows, write).catch(() => null)) ?? error;
+      if (error instanceof InvalidInputError) {
+        const named = await valuesOf(plan, record, rows)
+          .then((valued) => firstExistingKey(runner.manager, valued, write))
+          .catch(() => null);
+        throw named ?? error;
+      }
       if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
     }
     await retryPause(attempt);
