@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Logger } from 'typeorm';
 import { CheckpointError, importFile } from '../src';
 import { csvCopyGroups } from '../src/import/records/csv-copy-rows';
 import { RecordRows } from '../src/import/records/record-rows';
@@ -148,6 +149,107 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     expect(bytes.result).to.include({ rows: 3000, done: true });
     expect(bytes).to.deep.equal(generic);
   });
+
+  // On PostgreSQL, rows go in COPY's binary format when every column they fill has one (integers,
+  // numeric, boolean, date, timestamps, uuid, text): the generic path (COPY text) is the oracle,
+  // over values at the edges of each binary encoding (the epoch 2000-01-01, negative day counts,
+  // numeric digit groups, int8 beyond 2^53).
+  const WIDE: Record<typeof DRIVER, (name: string, extra: string) => string> = {
+    postgres: (name, extra) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, big BIGINT, tiny SMALLINT, amount NUMERIC, money NUMERIC(12,4),
+      at TIMESTAMP(6), atz TIMESTAMPTZ(3), day DATE, code CHAR(4), label VARCHAR(8), uid UUID, flag BOOLEAN${extra})`,
+    mysql: (name, extra) => `CREATE TABLE ${name} (n INT PRIMARY KEY, big BIGINT, tiny SMALLINT, amount DECIMAL(40,20), money DECIMAL(12,4),
+      at DATETIME(6), atz DATETIME(3), day DATE, code CHAR(4), label VARCHAR(8), uid UUID, flag BOOLEAN${extra}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
+    sqlite: (name, extra) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, big BIGINT, tiny SMALLINT, amount NUMERIC, money DECIMAL(12,4),
+      at DATETIME, atz DATETIME, day DATE, code CHAR(4), label VARCHAR(8), uid UUID, flag BOOLEAN${extra})`,
+  };
+  const WIDE_COLUMNS = ['n', 'big', 'tiny', 'amount', 'money', 'at', 'atz', 'day', 'code', 'label', 'uid', 'flag'];
+  const edges = {
+    big: ['0', '-1', '4294967295', '4294967296', '-4294967297', '9007199254740993', '-9223372036854775808', '9223372036854775807', '123456789012345'],
+    tiny: ['0', '-32768', '32767', '-1', '255', '256'],
+    amount: ['0', '-0', '0.0001', '-0.00001', '10000', '100000000', '12345678.87654321', '1e-7', '-2.5E3', '1.50', '0.10000', '99999999999999999999.9999'],
+    money: ['0.5', '-0.0001', '12345678.1', '1', '100.0000', '-99999999.9999', '0.01'],
+    at: ['2000-01-01 00:00:00', '1999-12-31 23:59:59.999999', '0001-01-01 00:00:00', '9999-12-31 23:59:59.999999', '2024-02-29T12:00:00.5', '1970-01-01T00:00:00Z', '2024-03-01 01:30:00+02:00', '1900-03-01 00:00:00.000001'],
+    atz: ['2000-01-01 00:00:00', '1999-12-31 23:59:59.999', '2024-06-30T23:59:59.5Z', '2024-03-01 01:30:00-05:30', '1969-07-20 20:17:40'],
+    day: ['2000-01-01', '1999-12-31', '0001-01-01', '9999-12-31', '2024-02-29', '1600-02-29', '1970-01-01'],
+    code: ['', 'ab', 'abcd', 'é'],
+    label: ['', 'x', 'tab\there', 'back\\sl', 'ünï😀', ' sp '],
+    uid: ['00000000-0000-0000-0000-000000000000', 'FFFFFFFF-ffff-ABCD-ef01-23456789abcd', ''],
+    flag: ['t', 'FALSE', 'yes', '0', ''],
+  };
+  const wideFile = (rows: number) => {
+    const lines = Array.from({ length: rows }, (_, n) => [String(n), ...WIDE_COLUMNS.slice(1).map((name, c) => edges[name as keyof typeof edges][(n * (c + 1)) % edges[name as keyof typeof edges].length])]);
+    return `${WIDE_COLUMNS.join(',')}\n${lines.map((fields) => fields.join(',')).join('\n')}\n`;
+  };
+  const copiesLogged = async (table: string, path: string, size: number) => {
+    const copies: string[] = [];
+    const logger: Logger = {
+      logQuery: (query) => void (query.startsWith('COPY') && copies.push(query)),
+      logQueryError() {},
+      logQuerySlow() {},
+      logSchemaBuild() {},
+      logMigration() {},
+      log() {},
+    };
+    const logged = await database.open({ logger });
+    await logged.query(`DELETE FROM ${table}`);
+    const result = await importFile(logged, `${table}-${++runs}`, path, { into: table, size });
+    return { copies, result };
+  };
+  const wideRows = async (table: string) =>
+    (await database.ds.query(`SELECT ${WIDE_COLUMNS.map(q).join(', ')} FROM ${table} ORDER BY n`)) as Record<string, unknown>[];
+
+  it('writes rows whose columns all have a binary form as binary COPY, with the rows of the generic path', async () => {
+    await database.ds.query(WIDE[DRIVER]('wide_bytes', ''));
+    await database.ds.query(WIDE[DRIVER]('wide_map', ''));
+    const path = join(dir, 'wide.csv');
+    writeFileSync(path, wideFile(300));
+    const { copies, result } = await copiesLogged('wide_bytes', path, 64);
+    expect(result).to.include({ rows: 300, done: true });
+    await importFile(database.ds, 'wide-map', path, { into: 'wide_map', size: 64, map: (record) => record });
+    const bytes = await wideRows('wide_bytes');
+    expect(bytes).to.have.length(300);
+    expect(bytes).to.deep.equal(await wideRows('wide_map'));
+    // 5 chunks, each one COPY (its rows in statements of 125 rows at most, logged once).
+    if (DRIVER === 'postgres') expect(copies.map((sql) => /\(FORMAT binary\)$/.test(sql))).to.deep.equal([true, true, true, true, true]);
+  });
+
+  it('writes COPY text when a column the records fill has no binary form (json)', async () => {
+    await database.ds.query(WIDE[DRIVER]('wide_json', `, doc ${DRIVER === 'postgres' ? 'JSONB' : 'JSON'}`));
+    const path = join(dir, 'wide-json.csv');
+    const [header, ...lines] = wideFile(3).trimEnd().split('\n');
+    writeFileSync(path, `${[`${header},doc`, ...lines.map((line, n) => `${line},${['{}', '[1]', '2'][n]}`)].join('\n')}\n`);
+    const { copies, result } = await copiesLogged('wide_json', path, 64);
+    expect(result).to.include({ rows: 3, done: true });
+    if (DRIVER === 'postgres') expect(copies).to.have.length(1).and.satisfy((sqls: string[]) => !/FORMAT binary/.test(sqls[0]));
+  });
+
+  it('names the row whose key the table holds already in a chunk written as binary COPY', async () => {
+    const path = join(dir, 'wide-existing.csv');
+    writeFileSync(path, wideFile(12));
+    await database.ds.query('DELETE FROM wide_bytes');
+    await database.ds.query('INSERT INTO wide_bytes (n) VALUES (6)');
+    const error = await importFile(database.ds, 'wide-existing', path, { into: 'wide_bytes', size: 4 }).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error).to.be.instanceOf(CheckpointError);
+    expect(error).to.include({ code: 'INVALID_INPUT', index: 6, field: 'n' });
+    expect((await database.ds.query('SELECT n FROM wide_bytes ORDER BY n')).map((row: { n: number }) => row.n)).to.deep.equal([0, 1, 2, 3, 6]);
+  });
+
+  if (DRIVER === 'postgres') {
+    it('prepares its COPY again on a connection that dropped its statements (DEALLOCATE ALL)', async () => {
+      const single = await database.open({ extra: { max: 1 } });
+      const path = join(dir, 'wide-deallocated.csv');
+      writeFileSync(path, wideFile(40));
+      await single.query('DELETE FROM wide_bytes');
+      expect(await importFile(single, 'deallocated-1', path, { into: 'wide_bytes', size: 10 })).to.include({ rows: 40, done: true });
+      await single.query('DEALLOCATE ALL');
+      await single.query('DELETE FROM wide_bytes');
+      expect(await importFile(single, 'deallocated-2', path, { into: 'wide_bytes', size: 10 })).to.include({ rows: 40, done: true });
+      expect(await wideRows('wide_bytes')).to.have.length(40);
+    });
+  }
 
   it('reads unquoted records as bytes and hands the rest over to csv-parse from the first quote', async () => {
     const target = await targetTable(database.ds.manager, 'by_bytes');

@@ -1,5 +1,6 @@
 import { serialize } from 'pg-protocol';
 import type { QueryRunner } from 'typeorm';
+import { BINARY_HEADER, BINARY_TRAILER } from './copy-binary';
 import type { CopyRows } from './copy-text';
 import { type BoundStatement, executeMessages, PipelineBuilder, type PipelineGate } from './pg-pipeline';
 import { doubleQuote } from './shared-sql';
@@ -14,6 +15,14 @@ export type { BoundStatement } from './pg-pipeline';
 export interface CopyAround extends PipelineGate {
   before?: BoundStatement[];
   after?: BoundStatement[];
+  /** The rows are in the binary format (`CopyBinary`), not COPY text. */
+  binary?: boolean;
+  /**
+   * The COPY is a named statement of the connection, parsed once (the server then skips parsing
+   * each of a chunk's statements). Only for a caller that retries when the connection dropped it
+   * (DEALLOCATE ALL: UNKNOWN_PREPARED_STATEMENT fails the transaction).
+   */
+  prepare?: boolean;
 }
 
 // PostgreSQL ≤ 16 remembers each tuple slot of a COPY's insert buffer (up to 1,000) in a resource
@@ -23,6 +32,8 @@ export interface CopyAround extends PipelineGate {
 const COPY_ROWS_PER_STATEMENT = 125;
 
 const COPY_DONE = serialize.copyDone();
+const BINARY_HEADER_DATA = serialize.copyData(BINARY_HEADER);
+const BINARY_TRAILER_DATA = serialize.copyData(BINARY_TRAILER);
 
 const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
 
@@ -30,11 +41,11 @@ const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
  * Parse, Bind and Execute of the COPY … FROM STDIN of `table` and `columns`, made once. Unnamed:
  * a named one would fail a caller's transaction on a connection that dropped it (DEALLOCATE ALL).
  */
-function copyStatement(table: string, columns: string[]): { sql: string; messages: Buffer } {
-  const key = JSON.stringify([table, columns]);
+function copyStatement(table: string, columns: string[], binary: boolean): { sql: string; messages: Buffer } {
+  const key = JSON.stringify([table, columns, binary]);
   let statement = copyStatements.get(key);
   if (!statement) {
-    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN`;
+    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN${binary ? ' (FORMAT binary)' : ''}`;
     statement = { sql, messages: Buffer.concat(executeMessages(sql, [])) };
     copyStatements.set(key, statement);
   }
@@ -49,14 +60,19 @@ function copyStatement(table: string, columns: string[]): { sql: string; message
  */
 export async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
   const pipeline = await PipelineBuilder.on(runner);
-  const copy = copyStatement(table, columns);
+  const binary = around.binary === true;
+  const copy = copyStatement(table, columns, binary);
   for (const statement of around.before ?? []) pipeline.statement(statement);
   if (rows.rows > 0) pipeline.log(copy.sql, []);
   for (let row = 0; row < rows.rows; row += COPY_ROWS_PER_STATEMENT) {
     const from = row === 0 ? 0 : rows.ends[row - 1];
     const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + COPY_ROWS_PER_STATEMENT) - 1]);
     // The rows are copied once, into the CopyData message (125 rows at a time).
-    pipeline.raw(copy.messages).raw(serialize.copyData(data)).raw(COPY_DONE);
+    if (around.prepare) pipeline.statement({ sql: copy.sql, parameters: [], prepare: true }, false);
+    else pipeline.raw(copy.messages);
+    if (binary) pipeline.raw(BINARY_HEADER_DATA).raw(serialize.copyData(data)).raw(BINARY_TRAILER_DATA);
+    else pipeline.raw(serialize.copyData(data));
+    pipeline.raw(COPY_DONE);
   }
   pipeline.startTail();
   for (const statement of around.after ?? []) pipeline.statement(statement);

@@ -6,11 +6,12 @@ import { postgres } from './postgres';
 import { sqlite } from './sqlite';
 
 export type { ColumnInfo, Dialect, Executed, FinalStatement, IsolationLevel, OpeningStatement, PipelinedOutcome, KeyType, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
-export type { RecordColumn, RecordKind } from './record-columns';
+export { binaryWire, type RecordColumn, type RecordKind } from './record-columns';
 export type { CopyAround } from './copy-pipeline';
 export type { BoundStatement } from './pg-pipeline';
 export { AbandonedPipeline } from './pg-pipeline';
 export { CopyText, type CopyRows, skipCopyRows } from './copy-text';
+export { CopyBinary, type WireType } from './copy-binary';
 
 /** The dialect of a DataSource's driver: everything that differs between databases is behind it. */
 export function dialectOf(dataSource: DataSource): Dialect {

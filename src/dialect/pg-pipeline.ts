@@ -242,8 +242,8 @@ export class PipelineBuilder {
    * known named statement is only bound; an unknown one is first closed (no error when it does not
    * exist: a failed pipeline may or may not have parsed it) and parsed under its name.
    */
-  statement(statement: BoundStatement): this {
-    this.log(statement.sql, statement.parameters);
+  statement(statement: BoundStatement, logged = true): this {
+    if (logged) this.log(statement.sql, statement.parameters);
     if (!statement.prepare) {
       this.messages.push(...executeMessages(statement.sql, statement.parameters));
       return this;

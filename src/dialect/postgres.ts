@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { ColumnInfo, Dialect } from './dialect';
+import type { WireType } from './copy-binary';
 import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
 import { pgPipelinedCommit } from './pg-commit';
@@ -19,6 +20,8 @@ import {
 
 const PG_INTEGER_BYTES: Record<string, 2 | 4 | 8> = { int2: 2, int4: 4, int8: 8 };
 const PG_TEXT = new Set(['text', 'varchar', 'bpchar', 'citext', 'name']);
+// Text types whose binary input is the text's bytes (the length limit and padding applied as to text).
+const PG_BINARY_TEXT = new Set(['text', 'varchar', 'bpchar']);
 
 interface PgCatalogueColumn {
   name: string;
@@ -36,27 +39,29 @@ interface PgCatalogueColumn {
 function pgRecordColumn(c: PgCatalogueColumn): RecordColumn {
   const base = { name: c.name, nullable: c.nullable, hasDefault: c.hasDefault, primary: Number(c.primary) };
   const bytes = PG_INTEGER_BYTES[c.udt];
-  if (bytes) return { ...base, kind: 'integer', ...integerRange(bytes) };
-  if (c.values) return { ...base, kind: 'enum', values: c.values };
+  if (bytes) return { ...base, kind: 'integer', ...integerRange(bytes), wire: c.udt as WireType };
+  // An enum's binary input is its label's text.
+  if (c.values) return { ...base, kind: 'enum', values: c.values, wire: 'text' };
   switch (c.udt) {
     case 'numeric':
-      return { ...base, kind: 'numeric', precision: c.precision, scale: c.precision === null ? null : c.scale };
+      return { ...base, kind: 'numeric', precision: c.precision, scale: c.precision === null ? null : c.scale, wire: 'numeric' };
     case 'float4':
     case 'float8':
       return { ...base, kind: 'float' };
     case 'bool':
-      return { ...base, kind: 'boolean' };
+      return { ...base, kind: 'boolean', wire: 'bool' };
     case 'date':
-      return { ...base, kind: 'date' };
+      return { ...base, kind: 'date', wire: 'date' };
     case 'timestamp':
     case 'timestamptz':
-      return { ...base, kind: c.udt, fractionDigits: c.fractionDigits ?? 6 };
+      return { ...base, kind: c.udt, fractionDigits: c.fractionDigits ?? 6, wire: c.udt };
     case 'uuid':
-      return { ...base, kind: 'uuid' };
+      return { ...base, kind: 'uuid', wire: 'uuid' };
     case 'json':
     case 'jsonb':
       return { ...base, kind: 'json' };
     default:
+      if (PG_BINARY_TEXT.has(c.udt)) return { ...base, kind: 'text', length: c.length, wire: 'text' };
       return PG_TEXT.has(c.udt) ? { ...base, kind: 'text', length: c.length } : { ...base, kind: 'other' };
   }
 }

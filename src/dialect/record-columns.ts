@@ -1,4 +1,5 @@
 /** Column facts records mode converts values by (`Dialect.recordColumns`), and what the dialects share to find them. */
+import type { WireType } from './copy-binary';
 
 export type RecordKind = 'integer' | 'numeric' | 'float' | 'boolean' | 'date' | 'timestamp' | 'timestamptz' | 'uuid' | 'json' | 'text' | 'enum' | 'other';
 
@@ -22,6 +23,30 @@ export interface RecordColumn {
   hasDefault: boolean;
   /** Position in the primary key from 1, 0 when not part of it. */
   primary: number;
+  /** PostgreSQL: the column's type, when `CopyBinary` writes its binary form. */
+  wire?: WireType;
+}
+
+const WIRE_KINDS: Record<WireType, RecordKind[]> = {
+  int2: ['integer'],
+  int4: ['integer'],
+  int8: ['integer'],
+  numeric: ['numeric'],
+  bool: ['boolean'],
+  date: ['date'],
+  timestamp: ['timestamp'],
+  timestamptz: ['timestamptz'],
+  uuid: ['uuid'],
+  text: ['text', 'enum'],
+};
+
+/**
+ * The column's binary COPY type, when its values (converted for its kind) can be sent in that
+ * form: an entity may give a column another kind than its type's (a boolean property on an
+ * integer column), and then only text says what is meant.
+ */
+export function binaryWire(column: RecordColumn): WireType | null {
+  return column.wire !== undefined && WIRE_KINDS[column.wire].includes(column.kind) ? column.wire : null;
 }
 
 /** Signed ranges by byte width; unsigned MySQL types double the top. */

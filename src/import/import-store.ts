@@ -257,7 +257,7 @@ export async function copyTransaction(
     try {
       const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
       const before = [BEGIN, ...commitSetting(tx, asynchronous), advance];
-      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT], ...pipelined });
+      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT], ...pipelined, prepare: true });
       return true;
     } catch (error) {
       // The server skipped what followed the failure, COMMIT included: the transaction is still open.

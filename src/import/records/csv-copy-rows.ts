@@ -1,11 +1,11 @@
 import { InvalidInputError } from '../../core/errors';
-import type { CopyText, RecordColumn } from '../../dialect';
+import { binaryWire, CopyBinary, type CopyText, type RecordColumn, type WireType } from '../../dialect';
 import { CsvSpans, csvSpansThen, type RecordDelimiter } from '../csv-records';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
 import { type CsvOptions, csvHeader, csvRecords } from './record-readers';
 import { itemGroup, type RecordRows, type RowGroup } from './record-rows';
 import type { TargetTable } from './target-table';
-import { copyValue } from './write-records';
+import { copyBinaryValue, copyValue, type RowCopy } from './write-records';
 
 /** True when `csvCopyGroups` reads this CSV: the default delimiter and quote (the byte scanner's). */
 export function readsAsBytes(csv: CsvOptions): boolean {
@@ -162,6 +162,8 @@ interface FieldPlan {
   max: number;
   /** The value is kept for the key or for naming a row whose key exists. */
   keyed: boolean;
+  /** The column's binary COPY type, if it has one. */
+  wire: WireType | null;
 }
 
 /**
@@ -173,11 +175,11 @@ class CsvFieldRows {
   private readonly plans: FieldPlan[] = [];
   private readonly columns: number[] = [];
   private readonly missing: RecordColumn | undefined;
-  /** Some column is kept (the key's or the primary key's). */
-  private readonly keyed: boolean;
   /** Rows have a key (`key`), made of kept values. */
   private readonly hasKey: boolean;
   private readonly nullBytes: Buffer | null;
+  /** Every column the fields fill has a binary COPY form. */
+  readonly binary: boolean;
   /** What the last accepted value read: an integer's number, a boolean, where a numeric's or timestamp's canonical text ends. */
   private integerRead = 0;
   private booleanRead = false;
@@ -212,9 +214,10 @@ class CsvFieldRows {
         min: column.min === undefined ? -Infinity : Number(column.min),
         max: column.max === undefined ? Infinity : Number(column.max),
         keyed: kept.has(column.name),
+        wire: binaryWire(column),
       });
     }
-    this.keyed = this.plans.some((plan) => plan.keyed);
+    this.binary = this.plans.every((plan) => plan.wire !== null);
     this.hasKey = rows.keyColumnNames() !== null;
     this.missing = target.columns.find((column, at) => !this.columns.includes(at) && !column.nullable && !column.hasDefault);
   }
@@ -229,10 +232,11 @@ class CsvFieldRows {
       },
       evaluate: (r, copy) => this.evaluate(spans, from + r, index + r, copy),
       copies: true,
+      binary: this.binary,
     };
   }
 
-  private evaluate(spans: CsvSpans, record: number, index: number, copy: CopyText | null) {
+  private evaluate(spans: CsvSpans, record: number, index: number, copy: RowCopy | null) {
     const count = spans.fieldCount(record);
     if (count !== this.header.length) {
       return { kind: 'invalid' as const, index, field: null, reason: `the record has ${count} fields, the header ${this.header.length}` };
@@ -240,14 +244,19 @@ class CsvFieldRows {
     const base = spans.fieldsAt[record];
     const { bytes, starts, ends } = spans;
     const mark = copy === null ? 0 : copy.byteLength;
-    // Values are kept to bind them, for the key, and in a COPY chunk for naming a row whose key exists.
-    const values = this.withValues || this.hasKey || (this.keyed && copy !== null) ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
+    // Values are kept to bind them and for the key; a COPY chunk's rows go without (`valuesOf` reads
+    // them again for naming a row whose key exists: no array per row of the bulk).
+    const values = this.withValues || this.hasKey ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
     const plans = this.plans;
+    // The text checks write COPY text; binary fields are written after them, from what they read.
+    const binary = copy instanceof CopyBinary ? copy : null;
+    const text = binary === null ? (copy as CopyText | null) : null;
+    binary?.beginRow(plans.length);
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i];
       const f = base + plan.position;
-      if (copy !== null && i > 0) copy.tab();
-      const reason = this.field(plan, bytes, starts[f], ends[f], copy, values);
+      if (text !== null && i > 0) text.tab();
+      const reason = this.field(plan, bytes, starts[f], ends[f], text, binary, values);
       if (reason !== null) {
         copy?.truncate(mark);
         return { kind: 'invalid' as const, index, field: plan.name, reason };
@@ -262,24 +271,55 @@ class CsvFieldRows {
   }
 
   /** Checks one field (and writes it to `copy`): null when it is valid, else why not. */
-  private field(plan: FieldPlan, bytes: Buffer, start: number, end: number, copy: CopyText | null, values: ColumnValue[]): string | null {
+  private field(
+    plan: FieldPlan,
+    bytes: Buffer,
+    start: number,
+    end: number,
+    copy: CopyText | null,
+    binary: CopyBinary | null,
+    values: ColumnValue[],
+  ): string | null {
     if (this.nullBytes === null ? start === end : end - start === this.nullBytes.length && this.nullBytes.equals(bytes.subarray(start, end))) {
-      return this.converted(plan, null, copy, values);
+      return this.converted(plan, null, copy, binary, values);
     }
     if (this.accepted(plan, bytes, start, end, copy)) {
       if (values !== NO_VALUES && (this.withValues || plan.keyed)) values[plan.at] = this.valueOf(plan, bytes, start, end);
+      if (binary !== null) this.binaryField(plan, bytes, start, end, binary);
       return null;
     }
-    return this.converted(plan, bytes.toString('utf8', start, end), copy, values);
+    return this.converted(plan, bytes.toString('utf8', start, end), copy, binary, values);
   }
 
   /** The generic conversion of one field's text (or NULL). */
-  private converted(plan: FieldPlan, text: string | null, copy: CopyText | null, values: ColumnValue[]): string | null {
+  private converted(plan: FieldPlan, text: string | null, copy: CopyText | null, binary: CopyBinary | null, values: ColumnValue[]): string | null {
     const converted = convertValue(text, plan.column, this.storable);
     if ('reason' in converted) return converted.reason;
     if (values !== NO_VALUES && (this.withValues || plan.keyed)) values[plan.at] = converted.value;
     if (copy !== null) copyValue(copy, converted.value);
+    if (binary !== null) copyBinaryValue(binary, converted.value, plan.wire!);
     return null;
+  }
+
+  /** A field `accepted` took, in its binary form, from what the check read. */
+  private binaryField(plan: FieldPlan, bytes: Buffer, start: number, end: number, binary: CopyBinary): void {
+    switch (plan.check) {
+      case Check.Integer:
+        return binary.integer(this.integerRead, plan.wire!);
+      case Check.Boolean:
+        return binary.boolean(this.booleanRead);
+      case Check.Numeric:
+        return binary.numeric(bytes, start, this.endRead);
+      case Check.Date:
+        return binary.date(bytes, start);
+      case Check.Timestamp:
+      case Check.Timestamptz:
+        return binary.timestamp(bytes, start, this.endRead);
+      case Check.Uuid:
+        return binary.uuid(bytes, start);
+      default:
+        return binary.text(bytes, start, end);
+    }
   }
 
   /** The value `convertValue` gives for bytes `accepted` took. */

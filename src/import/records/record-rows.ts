@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../../core/errors';
-import type { CopyText } from '../../dialect';
+import type { CopyBinary, CopyText } from '../../dialect';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
 import { jsonText, plainJson } from './json-values';
 import type { SourceItem } from './record-readers';
@@ -24,9 +24,11 @@ export interface RowGroup {
    * Row `r` evaluated. With `copy`, a reader that writes COPY text (`csvCopyGroups`) appends a
    * valid row there, its values left out of the result; others ignore it.
    */
-  evaluate(r: number, copy: CopyText | null): Evaluated;
+  evaluate(r: number, copy: CopyText | CopyBinary | null): Evaluated;
   /** True when `evaluate` appends valid rows to `copy`. */
   readonly copies: boolean;
+  /** True when `evaluate` can write the binary format (every column it fills has one). */
+  readonly binary?: boolean;
 }
 
 /** Source items as a row group, evaluated by `rows`. */

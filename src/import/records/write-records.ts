@@ -3,7 +3,17 @@ import { classifyDatabaseError, errorCodes, ownStatementError } from '../../core
 import { InvalidInputError } from '../../core/errors';
 import { run } from '../../core/run-statement';
 import { dataSourceOf } from '../../core/transaction';
-import { AbandonedPipeline, type BoundStatement, type CopyAround, type CopyRows, CopyText, dialectOf, type RecordConflict } from '../../dialect';
+import {
+  AbandonedPipeline,
+  type BoundStatement,
+  CopyBinary,
+  type CopyAround,
+  type CopyRows,
+  CopyText,
+  dialectOf,
+  type RecordConflict,
+  type WireType,
+} from '../../dialect';
 import { assertingAdvance, BEGIN, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
 import type { ColumnValue } from './column-values';
 import type { Evaluated } from './record-rows';
@@ -99,7 +109,12 @@ export interface RowWrite {
 export interface CopiedRows {
   rows: CopyRows;
   columns: number[];
+  /** Written by a `CopyBinary`. */
+  binary?: boolean;
 }
+
+/** Where a chunk's rows are written as they are read: COPY text, or the binary format where every column has one. */
+export type RowCopy = CopyText | CopyBinary;
 
 /** The rows fill the same columns, so one COPY takes them all. */
 function sameColumns(rows: RecordRow[]): boolean {
@@ -150,7 +165,8 @@ export async function copyChunkTransaction(
   for (let attempt = 1; ; attempt++) {
     try {
       const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
-      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, { before, after: [COMMIT], ...pipelined });
+      const around = { before, after: [COMMIT], ...pipelined, binary: written?.binary === true, prepare: true };
+      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, around);
       return true;
     } catch (error) {
       await rollbackQuietly(runner);
@@ -204,13 +220,48 @@ export async function writeRows(tx: EntityManager, rows: RecordRow[], write: Row
 
 const NULL_FIELD = Buffer.from('\\N');
 
-/** A row's values as a row of COPY text, fields in `columns` order. */
-export function copyRow(text: CopyText, values: ColumnValue[], columns: number[]): void {
-  for (let c = 0; c < columns.length; c++) {
-    if (c > 0) text.tab();
-    copyValue(text, values[columns[c]]);
+/** A row's values as a row of COPY text (or binary: `wires`, by table column), fields in `columns` order. */
+export function copyRow(copy: RowCopy, values: ColumnValue[], columns: number[], wires: (WireType | null)[] = []): void {
+  if (copy instanceof CopyBinary) {
+    copy.beginRow(columns.length);
+    for (const at of columns) copyBinaryValue(copy, values[at], wires[at]!);
+  } else {
+    for (let c = 0; c < columns.length; c++) {
+      if (c > 0) copy.tab();
+      copyValue(copy, values[columns[c]]);
+    }
   }
-  text.endRow();
+  copy.endRow();
+}
+
+/** One converted value (its canonical form: see `convertValue`) in the binary form of `wire`. */
+export function copyBinaryValue(copy: CopyBinary, value: ColumnValue, wire: WireType): void {
+  if (value === null) return copy.null();
+  switch (wire) {
+    case 'int2':
+    case 'int4':
+    case 'int8':
+      return copy.integer(value as number | string, wire);
+    case 'bool':
+      return copy.boolean(value as boolean);
+    case 'text':
+      return copy.text(Buffer.from(String(value)));
+    case 'uuid':
+      return copy.uuid(Buffer.from(value as string, 'latin1'), 0);
+    case 'date':
+      return copy.date(Buffer.from(value as string, 'latin1'), 0);
+    case 'numeric': {
+      const bytes = Buffer.from(value as string, 'latin1');
+      return copy.numeric(bytes, 0, bytes.length);
+    }
+    case 'timestamp':
+    case 'timestamptz': {
+      // The UTC wall time, `+00` after it for timestamptz.
+      const text = value as string;
+      const bytes = Buffer.from(text, 'latin1');
+      return copy.timestamp(bytes, 0, text.endsWith('+00') ? bytes.length - 3 : bytes.length);
+    }
+  }
 }
 
 /** One converted value as a field of COPY text. */
