@@ -9,7 +9,7 @@ import type { ImportsData } from '../src/dashboard/imports-page';
 import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
-import { formatTime } from '../src/dashboard/layout';
+import { countCell, formatCount, formatRate, formatTime, rateCell, timeCell } from '../src/dashboard/layout';
 import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, useDashboardServers } from './support/dashboard-state';
 
@@ -435,6 +435,16 @@ describe('dashboard formatting', function () {
     for (let i = 0; i < 2000; i++) cases.push(Math.floor((i - 1000) * 123_456_789_013.7));
     for (const ms of cases) expect(formatTime(ms), String(ms)).to.equal(iso(ms));
     expect(formatTime(null)).to.equal('—');
+  });
+
+  it('countCell, rateCell and timeCell write the formatted text exactly as escaping it would', () => {
+    const numbers = [0, 1, -1, 999, 1000, -1234567, 0.05, 99.95, 123.456, 2 ** 53, -(2 ** 60), 1e21, NaN, Infinity, -Infinity];
+    for (const n of numbers) {
+      expect(countCell(n).text, String(n)).to.equal(html`${formatCount(n)}`.text);
+      expect(rateCell(n).text, String(n)).to.equal(html`${formatRate(n)}`.text);
+    }
+    for (const ms of [0, -1, 1_796_121_380_218, -62_162_035_200_001, 8.64e15]) expect(timeCell(ms).text, String(ms)).to.equal(html`${formatTime(ms)}`.text);
+    for (const none of [countCell(null), rateCell(null), timeCell(null)]) expect(none.text).to.equal(html`${'—'}`.text);
   });
 });
 
