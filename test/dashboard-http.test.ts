@@ -1,12 +1,15 @@
 import express from 'express';
 import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
-import { CheckpointManager, createDashboard, type DashboardOptions, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
+import { type BeforeQueryEvent, DataSource, type EntitySubscriberInterface, QueryFailedError } from 'typeorm';
+import { checkpointEntities, CheckpointManager, createDashboard, type DashboardOptions, dataSourceOptionsFromUrl, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
+import { readRowsDirectly } from '../src/dialect/sqlite-read-rows';
+import { SqlLog } from './support/sql-log';
 import type { ImportsData } from '../src/dashboard/imports-page';
 import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
-import { formatTime } from '../src/dashboard/layout';
+import { countCell, formatCount, formatRate, formatTime, rateCell, timeCell } from '../src/dashboard/layout';
 import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, useDashboardServers } from './support/dashboard-state';
 
@@ -75,6 +78,61 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
       expect(response.headers.get('content-length'), path).to.equal(String(page.length));
     }
     expect(await (await fetch(`${base}/jobs`)).text()).to.include('&#8212; &#220;n&#239;c&#246;d&#233; &#9731; &#20013;');
+  });
+
+  it('reads as TypeORM would: the same data as with query subscribers (which see each statement), and each statement logged', async () => {
+    const seen: string[] = [];
+    class QueryWatcher implements EntitySubscriberInterface {
+      beforeQuery(event: BeforeQueryEvent): void {
+        seen.push(event.query);
+      }
+    }
+    const log = new SqlLog();
+    const logged = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: checkpointEntities, logger: log, logging: true });
+    const watched = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: checkpointEntities });
+    await logged.initialize();
+    await watched.initialize();
+    watched.subscribers.push(new QueryWatcher());
+    try {
+      const served = async (ds: DataSource) => (await listen((req, res) => void createDashboard(ds)(req, res))).url;
+      const [direct, throughTypeorm] = [await served(logged), await served(watched)];
+      for (const path of ['jobs', 'steps', 'imports', 'files', 'files?status=dead', 'files?q=a']) {
+        log.clear();
+        seen.length = 0;
+        // The throughput chart's hour ends at the request's time: left out.
+        const data = async (base: string) => ({ ...(await json<Record<string, unknown>>(`${base}/api/${path}`)), throughput: undefined });
+        expect(await data(direct), path).to.deep.equal(await data(throughTypeorm));
+        const selects = (statements: string[]) => statements.filter((text) => /^\s*(SELECT|WITH)/i.test(text));
+        expect(selects(log.queries.map((query) => query.sql)), path).to.deep.equal(selects(seen)).and.not.be.empty;
+      }
+    } finally {
+      await logged.destroy();
+      await watched.destroy();
+    }
+  });
+
+  it('reads SQLite rows directly only on better-sqlite3; a failing read is logged and raised as QueryFailedError', async () => {
+    const log = new SqlLog();
+    const errors: string[] = [];
+    log.logQueryError = ((error: string | Error) => void errors.push(String(error))) as SqlLog['logQueryError'];
+    const logged = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: checkpointEntities, logger: log, logging: true });
+    await logged.initialize();
+    log.clear();
+    try {
+      const read = () => readRowsDirectly(logged, 'SELECT "name", "done" FROM "checkpoint_jobs" WHERE "name" = ?', ['no such job']);
+      if (logged.options.type !== 'better-sqlite3') {
+        expect(read()).to.equal(undefined);
+        expect(log.queries).to.deep.equal([]);
+        return;
+      }
+      expect(read()).to.deep.equal([]);
+      expect(readRowsDirectly(logged, 'SELECT 1 AS "one", ? AS "two"', [true])).to.deep.equal([{ one: 1, two: 1 }]);
+      expect(() => readRowsDirectly(logged, 'SELECT "nope" FROM "no_such_table"', [])).to.throw(QueryFailedError);
+      expect(log.queries.map((query) => query.sql)).to.have.length(3);
+      expect(errors).to.have.length(1);
+    } finally {
+      await logged.destroy();
+    }
   });
 
   it("lists a batch's rejects in row order, keyset-paginated, escaped; the imports page links to them", async () => {
@@ -377,6 +435,16 @@ describe('dashboard formatting', function () {
     for (let i = 0; i < 2000; i++) cases.push(Math.floor((i - 1000) * 123_456_789_013.7));
     for (const ms of cases) expect(formatTime(ms), String(ms)).to.equal(iso(ms));
     expect(formatTime(null)).to.equal('—');
+  });
+
+  it('countCell, rateCell and timeCell write the formatted text exactly as escaping it would', () => {
+    const numbers = [0, 1, -1, 999, 1000, -1234567, 0.05, 99.95, 123.456, 2 ** 53, -(2 ** 60), 1e21, NaN, Infinity, -Infinity];
+    for (const n of numbers) {
+      expect(countCell(n).text, String(n)).to.equal(html`${formatCount(n)}`.text);
+      expect(rateCell(n).text, String(n)).to.equal(html`${formatRate(n)}`.text);
+    }
+    for (const ms of [0, -1, 1_796_121_380_218, -62_162_035_200_001, 8.64e15]) expect(timeCell(ms).text, String(ms)).to.equal(html`${formatTime(ms)}`.text);
+    for (const none of [countCell(null), rateCell(null), timeCell(null)]) expect(none.text).to.equal(html`${'—'}`.text);
   });
 });
 

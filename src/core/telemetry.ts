@@ -18,13 +18,15 @@ export interface SpanScope {
   committed(items: number, batch: boolean): void;
 }
 
+/** Items and batches committed so far, by operation: what the observable counters report. */
+type Totals = Map<Operation, { items: number; batches: number }>;
+
 interface Instruments {
   api: typeof OpenTelemetry;
   /** False when neither a tracer nor a meter provider is registered: then nothing is recorded at all. */
   active: boolean;
   tracer: OpenTelemetry.Tracer;
-  items: OpenTelemetry.Counter;
-  batches: OpenTelemetry.Counter;
+  totals: Totals;
   failures: OpenTelemetry.Counter;
   duration: OpenTelemetry.Histogram;
   /**
@@ -68,6 +70,33 @@ function current(): Instruments | null {
   return instruments.active ? instruments : null;
 }
 
+/** The totals of each meter: one set of observable counters per meter, however often its provider is registered again. */
+const meterTotals = new WeakMap<OpenTelemetry.Meter, Totals>();
+
+/**
+ * Items and batches are counted in plain numbers and observed by the meter when it collects
+ * (asynchronous counters: the same cumulative sums a counter exports), rather than added to a
+ * counter per batch: an SDK counter's `add` hashes its attributes every time, and a batch would
+ * pay that twice.
+ */
+function totalsOf(meter: OpenTelemetry.Meter): Totals {
+  let totals = meterTotals.get(meter);
+  if (totals === undefined) {
+    const counted: Totals = new Map();
+    const items = meter.createObservableCounter('checkpoint.items', { description: 'Items committed (batch items, import rows, file rows persisted)', unit: '{item}' });
+    const batches = meter.createObservableCounter('checkpoint.batches', { description: 'Batches and import chunks committed', unit: '{batch}' });
+    meter.addBatchObservableCallback((result) => {
+      for (const [operation, total] of counted) {
+        if (total.items > 0) result.observe(items, total.items, metricAttributes(operation));
+        if (total.batches > 0) result.observe(batches, total.batches, metricAttributes(operation));
+      }
+    }, [items, batches]);
+    totals = counted;
+    meterTotals.set(meter, totals);
+  }
+  return totals;
+}
+
 function create(otel: typeof OpenTelemetry, tracerProvider: OpenTelemetry.TracerProvider, meterProvider: OpenTelemetry.MeterProvider): Instruments {
   noop ??= { tracerProvider: new otel.ProxyTracerProvider().getDelegate(), meter: otel.createNoopMeter() };
   const meter = meterProvider.getMeter(PACKAGE);
@@ -75,8 +104,7 @@ function create(otel: typeof OpenTelemetry, tracerProvider: OpenTelemetry.Tracer
     api: otel,
     active: tracerProvider !== noop.tracerProvider || meter !== noop.meter,
     tracer: tracerProvider.getTracer(PACKAGE),
-    items: meter.createCounter('checkpoint.items', { description: 'Items committed (batch items, import rows, file rows persisted)', unit: '{item}' }),
-    batches: meter.createCounter('checkpoint.batches', { description: 'Batches and import chunks committed', unit: '{batch}' }),
+    totals: totalsOf(meter),
     failures: meter.createCounter('checkpoint.failures', { description: 'Batches, chunks, steps, files and ranges that failed', unit: '{failure}' }),
     duration: meter.createHistogram('checkpoint.duration', { description: 'Duration of batches, chunks, steps, files and ranges', unit: 'ms' }),
     tracerProvider,
@@ -139,29 +167,41 @@ export async function traced<T>(operation: Operation, attributes: Record<string,
   return otel.tracer.startActiveSpan(SPAN_NAMES[operation], { attributes: prefixed(attributes) }, async (span) => {
     const started = performance.now();
     let committed: { items: number; batch: boolean } | null = null;
+    // Attributes set inside are given to the span once, when it ends: one call into the SDK, not one each.
+    let later: OpenTelemetry.Attributes = {};
     const scope: SpanScope = {
       set(values) {
-        span.setAttributes(prefixed(values));
+        later = { ...later, ...prefixed(values) };
       },
       committed(items, batch) {
         committed = { items, batch };
-        span.setAttribute('checkpoint.items', items);
       },
     };
     try {
       const result = await fn(scope);
-      const outcome = committed !== null ? 'committed' : 'ok';
-      span.setAttribute('checkpoint.outcome', outcome);
       const done = committed as { items: number; batch: boolean } | null;
+      const outcome = done !== null ? 'committed' : 'ok';
       if (done !== null) {
-        if (done.items > 0) otel.items.add(done.items, metricAttributes(operation));
-        if (done.batch) otel.batches.add(1, metricAttributes(operation));
+        later['checkpoint.items'] = done.items;
+        let total = otel.totals.get(operation);
+        if (total === undefined) {
+          total = { items: 0, batches: 0 };
+          otel.totals.set(operation, total);
+        }
+        total.items += done.items;
+        if (done.batch) total.batches += 1;
       }
+      later['checkpoint.outcome'] = outcome;
+      span.setAttributes(later);
       otel.duration.record(performance.now() - started, metricAttributes(operation, ['checkpoint.outcome', outcome]));
       return result;
     } catch (error) {
       const code = errorCode(error);
-      span.setAttributes({ 'checkpoint.outcome': 'failed', 'checkpoint.error_code': code });
+      const done = committed as { items: number; batch: boolean } | null;
+      if (done !== null) later['checkpoint.items'] = done.items;
+      later['checkpoint.outcome'] = 'failed';
+      later['checkpoint.error_code'] = code;
+      span.setAttributes(later);
       span.recordException(error instanceof Error ? error : String(error));
       span.setStatus({ code: otel.api.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
       otel.failures.add(1, metricAttributes(operation, ['checkpoint.error_code', code]));

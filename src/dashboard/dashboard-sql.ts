@@ -1,4 +1,5 @@
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
+import { ownStatementError } from '../core/database-errors';
 import { InvalidArgumentError } from '../core/errors';
 import { run } from '../core/run-statement';
 import { autocommit, type Db, dataSourceOf } from '../core/transaction';
@@ -7,13 +8,15 @@ import { type Dialect, dialectOf } from '../dialect';
 /** What every page's data function reads through: the database, its dialect and one clock reading. */
 export interface PageContext {
   readonly db: Db;
+  readonly dataSource: DataSource;
   readonly dialect: Dialect;
   /** Milliseconds since the epoch, read once per request so a page is consistent with itself. */
   readonly now: number;
 }
 
 export function pageContext(db: Db, now = Date.now()): PageContext {
-  return { db, dialect: dialectOf(dataSourceOf(db)), now };
+  const dataSource = dataSourceOf(db);
+  return { db, dataSource, dialect: dialectOf(dataSource), now };
 }
 
 /**
@@ -21,9 +24,23 @@ export function pageContext(db: Db, now = Date.now()): PageContext {
  * committed state). `text` uses `?` placeholders; identifiers are quoted by the caller.
  */
 export function read<T>(ctx: PageContext, fn: (query: <R = Record<string, unknown>>(text: string, parameters: unknown[]) => Promise<R[]>, manager: EntityManager) => Promise<T>): Promise<T> {
-  return autocommit(ctx.db, (manager) =>
-    fn(<R,>(text: string, parameters: unknown[]) => run<R[]>(manager, ctx.dialect.sql(text), parameters, 'reading the dashboard data'), manager),
-  );
+  return autocommit(ctx.db, (manager) => fn(<R,>(text: string, parameters: unknown[]) => readRows<R>(ctx, manager, text, parameters), manager));
+}
+
+const WHAT = 'reading the dashboard data';
+
+/** One statement's rows: by the dialect's own read path where it has one, else through TypeORM. */
+function readRows<R>(ctx: PageContext, manager: EntityManager, text: string, parameters: unknown[]): Promise<R[]> {
+  const sql = ctx.dialect.sql(text);
+  if (ctx.dialect.readRows !== undefined) {
+    try {
+      const rows = ctx.dialect.readRows(ctx.dataSource, sql, parameters);
+      if (rows !== undefined) return Promise.resolve(rows as R[]);
+    } catch (error) {
+      return Promise.reject(ownStatementError(error, WHAT));
+    }
+  }
+  return run<R[]>(manager, sql, parameters, WHAT);
 }
 
 /** A `LIKE` pattern matching `text` anywhere, literally (`%`, `_` and `!` escaped with `!`). */

@@ -1,6 +1,6 @@
 import { containsPattern, keysetPage, type PageContext, pageSize, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { formatCount, formatDuration, formatRate, formatTime, href, layout, NO_VALUE, pager, progressBar, type View } from './layout';
+import { countCell, formatCount, formatDuration, href, layout, NO_VALUE, pager, progressBar, rateCell, timeCell, type View } from './layout';
 import { searchForm } from './jobs-page';
 import { invalidRowsColumn } from './import-rejects-hook';
 
@@ -87,10 +87,6 @@ export async function loadImports(ctx: PageContext, query: URLSearchParams): Pro
   return { page: 'imports', filters, items, next: page.next };
 }
 
-function count(n: number | null): string {
-  return n === null ? '—' : formatCount(n);
-}
-
 const DONE = html`<span class="state state-done">done</span>`;
 const IN_PROGRESS = html`<span class="state state-running">in progress</span>`;
 
@@ -99,15 +95,15 @@ export function renderImports(data: ImportsData, view: View): Html {
     (item) => html`<tr>
 <td class="name">${item.batch}</td>
 <td>${item.done ? DONE : IN_PROGRESS}</td>
-<td class="num">${formatCount(item.rows)}${item.total !== null ? html` / ${formatCount(item.total)}` : ''}</td>
+<td class="num">${countCell(item.rows)}${item.total !== null ? html` / ${countCell(item.total)}` : ''}</td>
 <td>${progressBar(item.rows, item.total)}</td>
-<td class="num">${count(item.written)}</td>
-<td class="num">${count(item.chunks)}</td>
-<td class="num">${formatRate(item.rate)}</td>
+<td class="num">${countCell(item.written)}</td>
+<td class="num">${countCell(item.chunks)}</td>
+<td class="num">${rateCell(item.rate)}</td>
 <td>${item.etaMs === null ? NO_VALUE : formatDuration(item.etaMs)}</td>
-<td class="num">${count(item.skipped)}</td>
+<td class="num">${countCell(item.skipped)}</td>
 <td class="num">${item.invalid > 0 ? html`<a href="${href(view, 'imports/rejects', { batch: item.batch })}">${formatCount(item.invalid)}</a>` : '0'}</td>
-<td>${formatTime(item.lastCommitAt)}</td>
+<td>${timeCell(item.lastCommitAt)}</td>
 <td><code title="${item.digest}">${item.digest.slice(0, 12)}</code></td>
 </tr>`,
   );

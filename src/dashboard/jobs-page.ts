@@ -1,6 +1,6 @@
 import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, formatRate, formatTime, href, layout, NO_VALUE, pager, type View, withQuery } from './layout';
+import { countCell, CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, layout, NO_VALUE, pager, rateCell, timeCell, type View, withQuery } from './layout';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 import { hasDeadRange, loadPartitions, type PartitionsView, rangeCommittedSince, renderPartitions } from './partitions-hook';
 
@@ -157,11 +157,11 @@ export function renderJobs(data: JobsData, view: View): Html {
     (job) => html`<tr data-kind="${job.kind}">
 <td class="name">${job.name}${job.kind === 'partitioned' ? PARTITIONED : ''}</td>
 <td>${jobState(job)}</td>
-<td class="num">${formatCount(job.items)}</td>
-<td class="num">${formatCount(job.batches)}</td>
-<td class="num">${formatRate(job.rate)}</td>
-<td>${formatTime(job.lastCommitAt)}</td>
-<td>${job.finishedAt !== null ? formatTime(job.finishedAt) : job.etaMs !== null ? html`ETA ${formatDuration(job.etaMs)}` : NO_VALUE}</td>
+<td class="num">${countCell(job.items)}</td>
+<td class="num">${countCell(job.batches)}</td>
+<td class="num">${rateCell(job.rate)}</td>
+<td>${timeCell(job.lastCommitAt)}</td>
+<td>${job.finishedAt !== null ? timeCell(job.finishedAt) : job.etaMs !== null ? html`ETA ${formatDuration(job.etaMs)}` : NO_VALUE}</td>
 <td>${
       job.partitions
         ? renderPartitions(job.name, job.partitions, view)

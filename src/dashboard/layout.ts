@@ -1,4 +1,4 @@
-import { type Html, html } from './html';
+import { Html, html } from './html';
 
 /** How a page is rendered for one request: where the dashboard is mounted and what the user may do. */
 export interface View {
@@ -125,6 +125,26 @@ export function formatCount(n: number): string {
   let out = text.slice(0, sign + ((text.length - sign) % 3 || 3));
   for (let i = out.length; i < text.length; i += 3) out += `,${text.slice(i, i + 3)}`;
   return out;
+}
+
+// The formatters' text is digits, separators and ASCII letters only, so a row can take it as markup
+// as it is: escaping it would first copy each (concatenated) result into a flat string to scan it.
+// Where they would write an em dash (no value), these write it as escaping would have.
+const DASH = html`&#8212;`;
+
+/** `formatTime` as markup. */
+export function timeCell(ms: number | null): Html {
+  return ms === null ? DASH : new Html(formatTime(ms));
+}
+
+/** `formatCount` as markup; a null count as the dash. */
+export function countCell(n: number | null): Html {
+  return n === null ? DASH : new Html(formatCount(n));
+}
+
+/** `formatRate` as markup. */
+export function rateCell(perSecond: number | null): Html {
+  return perSecond === null ? DASH : new Html(formatRate(perSecond));
 }
 
 /** Next-page and first-page links of a keyset-paginated list. */

@@ -127,6 +127,13 @@ export interface Dialect {
    * the hot claim statements then skip parsing and planning. Driver errors are raised unchanged.
    */
   execute<T = Record<string, unknown>>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>>;
+  /**
+   * Runs one of the library's own SELECTs (the driver's placeholders) as TypeORM's `query` would —
+   * logged, its failure a QueryFailedError — and returns its rows, by a cheaper path where the
+   * driver has one (better-sqlite3: rows read as arrays); undefined when it ran nothing, and the
+   * caller then runs it through TypeORM.
+   */
+  readonly readRows?: (dataSource: DataSource, sql: string, parameters: unknown[]) => Record<string, unknown>[] | undefined;
   /** Rewrites `?` placeholders to the driver's own. Only for the library's own SQL text. */
   sql(text: string): string;
   /** The placeholder of the n-th bound value (from 1), for SQL around user identifiers, which `sql` must not rewrite. */

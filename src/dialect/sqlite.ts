@@ -1,5 +1,6 @@
 import { integerRange, type RecordColumn, typeArguments } from './record-columns';
 import type { Dialect, KeyType } from './dialect';
+import { readRowsDirectly } from './sqlite-read-rows';
 import {
   affectedRows,
   defaultCollationIsExact,
@@ -32,6 +33,7 @@ export const sqlite: Dialect = {
   singleConnection: true,
   quote: doubleQuote,
   execute: executeThroughRunner,
+  readRows: readRowsDirectly,
   sql: (text) => text,
   placeholder: () => '?',
   bindable: sqliteBindable,
