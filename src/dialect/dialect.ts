@@ -64,7 +64,8 @@ export interface PipelinedCommit {
   /** Opens a transaction on the runner's connection. */
   begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void>;
   /**
-   * In one round trip: `finals`, (with `asynchronous`) `asynchronousCommit`, COMMIT, and with
+   * In one round trip: `finals`, (with `asynchronous`) `asynchronousCommit` — done by the last final
+   * itself where there is one —, COMMIT, and with
    * `beginNext` the next transaction's BEGIN. Resolves true once committed;
    * false when a final changed other than its `expected` rows — then nothing was committed and the
    * transaction is left failed, to be rolled back. Other errors are raised unchanged (roll back too).

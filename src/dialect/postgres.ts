@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { ColumnInfo, Dialect } from './dialect';
 import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
-import { pgPipelinedCommit } from './pg-commit';
+import { ASYNCHRONOUS_COMMIT_EXPRESSION, pgPipelinedCommit } from './pg-commit';
 import { listenOnPostgres } from './pg-listen';
 import { integerRange, type RecordColumn } from './record-columns';
 import {
@@ -111,7 +111,7 @@ export const postgres: Dialect = {
   supportsReturning: true,
   copyRows: copyFromStdin,
   asynchronousCommit: 'SET LOCAL synchronous_commit = off',
-  asynchronousCommitExpression: "set_config('synchronous_commit', 'off', true)",
+  asynchronousCommitExpression: ASYNCHRONOUS_COMMIT_EXPRESSION,
   insertIgnoreRows(table, columns, conflictColumns, rows) {
     return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
   },
