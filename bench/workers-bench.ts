@@ -10,6 +10,7 @@ import { startChild } from '../test/support/child';
 import { createBenchDatabase } from './bench-database';
 import { type BenchResult, result } from './bench-result';
 import { checkExactlyOnce, okIndexes, type Pool, workerPool } from './claims-bench';
+import { backendPids, cpuOf, cpuSpent } from './process-cpu';
 import { median } from './timing';
 import { FILE_TIMESTAMP, FILE_TYPE, fileUrl } from './workers/worker-protocol';
 
@@ -51,15 +52,32 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
       await dataSource.query('VACUUM ANALYZE file_checkpoints');
     };
 
+    /** CPU ms per file of a round's worker processes (Node) and of the database's backends (PostgreSQL). */
+    const cpuPerFile: Record<string, { node: number[]; server: number[] }> = {};
+    const cpuMeter = async (label: string, pool: Pool) => {
+      const nodePids = pool.children.map((child) => child.process.pid!);
+      const node = cpuOf(nodePids);
+      const server = cpuOf(await backendPids(dataSource));
+      return async () => {
+        const nodeMs = cpuSpent(node, cpuOf(nodePids));
+        const serverMs = cpuSpent(server, cpuOf(await backendPids(dataSource)));
+        cpuPerFile[label] ??= { node: [], server: [] };
+        cpuPerFile[label].node.push(nodeMs / files);
+        cpuPerFile[label].server.push(serverMs / files);
+      };
+    };
+
     /** A timed round of a go/done pool: files per second, after checking every file ran once. */
     const goRound = async (label: string, pool: Pool, prepare: () => Promise<void>) => {
       await prepare();
       let started = 0;
+      const meter = await cpuMeter(label, pool);
       const indexes = await pool.round(async () => {
         started = performance.now();
         for (const child of pool.children) child.send('go');
       });
       const rate = files / ((performance.now() - started) / 1000);
+      await meter();
       checkExactlyOnce(label, indexes, files);
       await checkRows(label);
       return rate;
@@ -94,10 +112,13 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
       await dataSource.query('TRUNCATE bench_rows');
       const marks = graphilePool.children.map((child) => child.lines.length);
       await utils.addJobs(Array.from({ length: files }, (_, i) => ({ identifier: 'bench', payload: { i } })));
+      // From here on, as the timing: the jobs' insert (the parent's connection) is not the workers' cost.
+      const meter = await cpuMeter('graphile-worker', graphilePool);
       const started = performance.now();
       const processed = () => graphilePool.children.reduce((sum, child, w) => sum + okIndexes(child.lines, marks[w]).length, 0);
       while (processed() < files) await new Promise((resolve) => setTimeout(resolve, 5));
       const rate = files / ((performance.now() - started) / 1000);
+      await meter();
       checkExactlyOnce('graphile-worker', graphilePool.children.flatMap((child, w) => okIndexes(child.lines, marks[w])), files);
       await checkRows('graphile-worker');
       return rate;
@@ -123,6 +144,11 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
       }
       const names = [...modes, 'graphile-worker', 'pg-boss'];
       log(`  round ${round + 1}/${rounds}${measured ? '' : ' (warm-up)'}: ${names.map((name, i) => `${name} ${Math.round(rates[i])}`).join(', ')} files/s`);
+    }
+    for (const [label, cpu] of Object.entries(cpuPerFile)) {
+      const node = median(cpu.node);
+      const server = median(cpu.server);
+      log(`  CPU per file, median of rounds, ${label}: Node ${node.toFixed(3)} ms + PostgreSQL backends ${server.toFixed(3)} ms = ${(node + server).toFixed(3)} ms`);
     }
     for (const pool of [...libraryPools, graphilePool, bossPool]) await pool.close();
     await utils.release();

@@ -288,6 +288,42 @@ describe(`manager.work() (${DRIVER})`, function () {
       }
     });
 
+    it('fenced completions find their rows by the key, even where the statistics make a scan of the processing rows look cheap', async () => {
+      const logged: { query: string; parameters: unknown[] }[] = [];
+      const logger: Logger = {
+        logQuery: (query, parameters) => void logged.push({ query, parameters: (parameters ?? []) as unknown[] }),
+        logQueryError() {},
+        logQuerySlow() {},
+        logSchemaBuild() {},
+        logMigration() {},
+        log() {},
+      };
+      const observed = await database.open({ logger });
+      try {
+        const manager = new CheckpointManager(observed);
+        // A queue whose statistics say that (almost) no row is processing: PostgreSQL's planner then
+        // prices a walk of the status index's processing entries below a primary key lookup.
+        await manager.register(files('key-waiting', 2000));
+        await manager.register([...files('key-lookup', 6), ...files('key-chunk', 6)]);
+        await observed.query('ANALYZE file_checkpoints');
+        const handler = async () => STATS;
+        expect(await manager.work(handler, { fileType: 'key-lookup', batchSize: 6, drain: true }).done).to.include({ processed: 6 });
+        expect(await manager.work(handler, { fileType: 'key-chunk', commitEvery: 3, drain: true }).done).to.include({ processed: 6 });
+        const completions = logged.filter(({ query }) => query.startsWith('WITH changed AS'));
+        // One file's completion, and a chunk's (its stats as CASE WHEN "url_hash" = … over the chunk).
+        const chunked = (query: string) => query.includes('CASE WHEN "url_hash" = ');
+        expect(completions.some(({ query }) => !chunked(query))).to.equal(true);
+        expect(completions.some(({ query }) => chunked(query))).to.equal(true);
+        for (const { query, parameters } of completions) {
+          const plan = ((await observed.query(`EXPLAIN ${query}`, parameters)) as { 'QUERY PLAN': string }[]).map((row) => row['QUERY PLAN']).join('\n');
+          expect(plan).to.not.include('IDX_file_checkpoints_status');
+          expect(plan).to.match(/Index Cond: \(+url_hash\)::text = /);
+        }
+      } finally {
+        await observed.destroy();
+      }
+    });
+
     // The observer has a connection of its own: the worker's pooled ones would overwrite the
     // statement text pg_stat_activity shows for them.
     let observer: DataSource;
@@ -448,7 +484,11 @@ describe(`manager.work() (${DRIVER})`, function () {
             { fileType: 'unflushed-work', batchSize: 4, drain: true },
           );
           expect(await worker.done).to.include({ processed: 6 });
-          expect(sent.filter((query) => query === 'SET LOCAL synchronous_commit = off')).to.have.length(6);
+          // Each file's commit turns it off: in its fenced completion (the statement's own set_config), or by a SET LOCAL of its own.
+          const unflushed = (query: string) =>
+            query === 'SET LOCAL synchronous_commit = off' ||
+            (query.startsWith('WITH changed AS') && query.includes("set_config('synchronous_commit', 'off', true)"));
+          expect(sent.filter(unflushed)).to.have.length(6);
           expect(((await single.query('SHOW synchronous_commit')) as { synchronous_commit: string }[])[0].synchronous_commit).to.equal('on');
           for (const file of queue) expect(await effects(file.fileUrl)).to.equal(1);
         } finally {

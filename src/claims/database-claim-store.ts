@@ -17,7 +17,15 @@ import {
   type ProcessingStats,
   type Subscription,
 } from './claim-store';
-import { claimableCondition, claimAssignments, deadCondition, expiredOnLastAttempt, fencedCondition, LEASE_EXPIRED } from './lease-rules';
+import {
+  claimableCondition,
+  claimAssignments,
+  deadCondition,
+  expiredOnLastAttempt,
+  fencedCondition,
+  LEASE_EXPIRED,
+  stillProcessing,
+} from './lease-rules';
 
 const TABLE = 'file_checkpoints';
 /** The channel `register` and `requeue` notify and idle workers listen on (where the dialect can). */
@@ -440,11 +448,11 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
-  /** `(url_hash = ? AND file_url = ? AND claim_token = ?) OR …` for `files` claims, with `status = 'processing'`. */
+  /** `(url_hash = ? AND file_url = ? AND claim_token = ?) OR …` for `files` claims, with the row still processing. */
   private fencedAll(files: number): string {
     const q = (column: string) => this.dialect.quote(column);
     const one = `(${this.byUrl()} AND ${q('claim_token')} = ?)`;
-    return `${q('status')} = 'processing' AND (${Array.from({ length: files }, () => one).join(' OR ')})`;
+    return `${stillProcessing(q)} AND (${Array.from({ length: files }, () => one).join(' OR ')})`;
   }
 
   /** The fenced completions of `files` (one statement per ROWS_PER_STATEMENT files), each changing all its files' rows. */

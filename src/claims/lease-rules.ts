@@ -37,9 +37,19 @@ export function claimAssignments(column: ColumnRef, worker: string, startedAt: s
   ];
 }
 
+/**
+ * `status = 'processing'` for a statement that finds its rows by their key, written so that no
+ * planner answers it from a status index instead: PostgreSQL's, whose statistics count few
+ * processing rows, would otherwise walk every processing row, and every dead index entry of one
+ * since the last vacuum, on each completion and heartbeat.
+ */
+export function stillProcessing(column: ColumnRef): string {
+  return `CASE ${column('status')} WHEN 'processing' THEN 1 ELSE 0 END = 1`;
+}
+
 /** The fencing condition after the row's key: the presented token is current and the row still processing. */
 export function fencedCondition(column: ColumnRef, token: string): string {
-  return `${column('claim_token')} = ${token} AND ${column('status')} = 'processing'`;
+  return `${column('claim_token')} = ${token} AND ${stillProcessing(column)}`;
 }
 
 /** A processing row whose lease expired on its last allowed attempt: it becomes dead (failed, LEASE_EXPIRED). */

@@ -80,12 +80,13 @@ export interface PipelinedCommit {
   /** Opens a transaction on the runner's connection. */
   begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void>;
   /**
-   * In one round trip: `finals`, (with `asynchronous`) `asynchronousCommit`, COMMIT, and with
-   * `beginNext` the next transaction's BEGIN and `opening`. `held` once committed; not when a
-   * final changed other than its `expected` rows — then nothing was committed and the transaction
-   * is left failed, to be rolled back. Other errors before the COMMIT completed are raised unchanged
-   * (roll back too). When an opening statement fails (its rows changed, or any error) after the
-   * COMMIT, the next transaction is rolled back here: `opened` false and no transaction open.
+   * In one round trip: `finals`, (with `asynchronous`) `asynchronousCommit` — done by the last final
+   * itself where there is one —, COMMIT, and with `beginNext` the next transaction's BEGIN and
+   * `opening`. `held` once committed; not when a final changed other than its `expected` rows — then
+   * nothing was committed and the transaction is left failed, to be rolled back. Other errors before
+   * the COMMIT completed are raised unchanged (roll back too). When an opening statement fails (its
+   * rows changed, or any error) after the COMMIT, the next transaction is rolled back here: `opened`
+   * false and no transaction open.
    */
   commit(
     runner: QueryRunner,

@@ -10,9 +10,10 @@ const NOT_HELD = '22012';
 
 const COMMIT_SQL = 'COMMIT';
 const COMMIT = Buffer.concat(executeMessages(COMMIT_SQL, []));
-// The dialect's asynchronousCommit statement, prebuilt.
+// The dialect's asynchronousCommit statement, prebuilt, and its expression form (SET LOCAL as a function).
 const ASYNCHRONOUS_SQL = 'SET LOCAL synchronous_commit = off';
 const ASYNCHRONOUS = Buffer.concat(executeMessages(ASYNCHRONOUS_SQL, []));
+export const ASYNCHRONOUS_COMMIT_EXPRESSION = "set_config('synchronous_commit', 'off', true)";
 const ROLLBACK_SQL = 'ROLLBACK';
 const ROLLBACK = serialize.query(ROLLBACK_SQL);
 
@@ -30,19 +31,23 @@ function begin(isolation: IsolationLevel | undefined): { sql: string; simple: Bu
 }
 
 const guardedTexts = new Map<string, string>();
+const unflushedGuardedTexts = new Map<string, string>();
 
 /**
  * `update` (an UPDATE without RETURNING, `$n` placeholders) as a statement that fails with
  * division_by_zero unless it changed exactly as many rows as its last parameter says, which
- * aborts the transaction before the COMMIT sent after it.
+ * aborts the transaction before the COMMIT sent after it. `unflushed`: it also does what
+ * `SET LOCAL synchronous_commit = off` does, saving that statement its own parse and execution.
  */
-function guarded(update: string, parameters: number): string {
-  let sql = guardedTexts.get(update);
+function guarded(update: string, parameters: number, unflushed: boolean): string {
+  const texts = unflushed ? unflushedGuardedTexts : guardedTexts;
+  let sql = texts.get(update);
   if (sql === undefined) {
     sql =
       `WITH changed AS (${update} RETURNING 1) ` +
-      `SELECT 1 / (CASE WHEN COUNT(*) = $${parameters + 1} THEN 1 ELSE 0 END) AS held FROM changed`;
-    guardedTexts.set(update, sql);
+      `SELECT 1 / (CASE WHEN COUNT(*) = $${parameters + 1} THEN 1 ELSE 0 END) AS held` +
+      `${unflushed ? `, ${ASYNCHRONOUS_COMMIT_EXPRESSION} AS unflushed` : ''} FROM changed`;
+    texts.set(update, sql);
   }
   return sql;
 }
@@ -76,13 +81,16 @@ export const pgPipelinedCommit: PipelinedCommit = {
 
   async commit(runner: QueryRunner, finals: FinalStatement[], options): Promise<PipelinedOutcome> {
     const pipeline = await PipelineBuilder.on(runner);
-    for (const final of finals) {
-      pipeline.statement({ sql: guarded(final.sql, final.parameters.length), parameters: [...final.parameters, final.expected], prepare: true });
+    // The last final (an aggregate: one row, so one call) turns the commit asynchronous when there is one.
+    const folded = options.asynchronous === true && finals.length > 0;
+    for (const [i, final] of finals.entries()) {
+      const sql = guarded(final.sql, final.parameters.length, folded && i === finals.length - 1);
+      pipeline.statement({ sql, parameters: [...final.parameters, final.expected], prepare: true });
     }
-    if (options.asynchronous) pipeline.raw(ASYNCHRONOUS, ASYNCHRONOUS_SQL);
+    if (options.asynchronous && !folded) pipeline.raw(ASYNCHRONOUS, ASYNCHRONOUS_SQL);
     pipeline.raw(COMMIT, COMMIT_SQL);
     // Statements up to and including the COMMIT: once that many completed, the transaction committed.
-    const committedAt = finals.length + (options.asynchronous ? 1 : 0) + 1;
+    const committedAt = finals.length + (options.asynchronous && !folded ? 1 : 0) + 1;
     const opening = options.beginNext ? (options.opening ?? []) : [];
     if (options.beginNext) {
       const next = begin(options.isolation);

@@ -3,7 +3,7 @@ import type { ColumnInfo, Dialect } from './dialect';
 import type { WireType } from './copy-binary';
 import { copyFromStdin } from './copy-pipeline';
 import { executePrepared, ignoreClientError } from './pg-client';
-import { pgPipelinedCommit } from './pg-commit';
+import { ASYNCHRONOUS_COMMIT_EXPRESSION, pgPipelinedCommit } from './pg-commit';
 import { listenOnPostgres } from './pg-listen';
 import { integerRange, type RecordColumn } from './record-columns';
 import {
@@ -116,7 +116,7 @@ export const postgres: Dialect = {
   supportsReturning: true,
   copyRows: copyFromStdin,
   asynchronousCommit: 'SET LOCAL synchronous_commit = off',
-  asynchronousCommitExpression: "set_config('synchronous_commit', 'off', true)",
+  asynchronousCommitExpression: ASYNCHRONOUS_COMMIT_EXPRESSION,
   insertIgnoreRows(table, columns, conflictColumns, rows) {
     return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));
   },
