@@ -106,14 +106,15 @@ export async function eachBatch<T>(
   result.cursor = start.cursor;
   if (start.done) return { ...result, done: true };
 
-  /**
-   * One batch in `tx`. With `advanceAtCommit`, a batch that is not the last leaves the job row's
-   * update to the caller, which sends it with the COMMIT (the row stays locked until then).
-   */
   let followed = false;
   // What the last batch committed on the lane: its transaction's opening statement locked the job
   // row only if the row was still so (no other runner committed since), so it need not be re-read.
   let left: { cursor: string; batches: number; items: number } | undefined;
+  /**
+   * One batch in `tx`. With `advanceAtCommit`, a batch that is not the last leaves the job row's
+   * update to the caller, which sends it with the COMMIT (the row stays locked until then);
+   * `opened`: `tx` began with the job row locked as `left` says.
+   */
   const batch = async (tx: EntityManager, span: SpanScope, advanceAtCommit: boolean, opened = false): Promise<Round> => {
     followed = false;
     let row: Pick<JobRow, 'cursor' | 'batches' | 'items'>;
