@@ -1,3 +1,4 @@
+import { daysFromCivil } from '../core/civil-date';
 import type { CopyRows } from './copy-text';
 
 /**
@@ -19,16 +20,6 @@ const PG_EPOCH_DAYS = 10957;
 // 86,400,000,000 µs a day = 20 · 2^32 + 500,654,080: a day count times it, split in 32-bit halves, stays exact.
 const DAY_HIGH = 20;
 const DAY_LOW = 500654080;
-
-/** Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
-function daysFromCivil(y: number, m: number, d: number): number {
-  y -= m <= 2 ? 1 : 0;
-  const era = Math.floor(y / 400);
-  const yoe = y - era * 400;
-  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146097 + doe - 719468;
-}
 
 /** The number of `count` digits at `at`. */
 function digitsAt(bytes: Uint8Array, at: number, count: number): number {
