@@ -2,9 +2,9 @@
 // page's SQL run bare (target ≤ 2×), EXPLAIN of every page statement on PostgreSQL (no Seq Scan of
 // file_checkpoints), and eachBatch with the OpenTelemetry SDK and a no-op exporter (≤ 1.05×).
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent, createServer, get as httpGet, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setPriority, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { DataSource } from 'typeorm';
@@ -121,31 +121,30 @@ async function timedServer(ds: DataSource): Promise<{ url: string; last: () => n
 }
 
 /**
- * The HTTP client runs in a process of its own, as the browser does in production: the server's
- * thread runs only the server's work and waits idle between requests, as a server does. In this
- * process the client's JavaScript (sending the request, parsing the response, reading the body)
- * ran on the server's thread between requests, in the CPU caches and JIT state a request is served
- * in (a request's render measured 60–70 µs against 28 µs alone, its write 26–50 µs against 10–16).
- * The client asks one page at a time, so only this process runs while a request is served and while
- * the bare SQL runs. On a quiet machine this did not make the small pages cheaper: SQLite /jobs
- * 2.3× against 2.1× with fetch in this process (load average 1.1–1.4), the server now waking from idle.
- *
- * The client runs at the lowest priority (nice 19). The response's write on loopback wakes the
- * waiting client, and the kernel places a process woken by a socket on the writer's CPU: at normal
- * priority it took that CPU from the server inside `res.end()` (at load average 9–10: end() 250–300 µs
- * instead of 30–40 µs, /jobs on SQLite 3.4× instead of 2.1×), the client's time charged to the page.
- * A remote browser wakes nothing on the server's machine; nice 19 keeps the woken client from
- * preempting the server, and the write still pays for the loopback delivery.
+ * The HTTP client: Node's own `http` over one kept-alive connection, in this process, asking one
+ * page at a time. Three clients were compared on a quiet machine (load average about 1), SQLite
+ * `/jobs` served vs its bare SQL: `fetch` in this process 2.1×, this client ~1.5–1.6×, a client
+ * process of its own 2.3× (at nice 19; 3.4× at normal priority under load). `fetch` (undici) runs
+ * much JavaScript on the server's thread between requests — the server time of a request that
+ * follows it measured render 60–70 µs against 28 µs alone, the write 26–50 µs against 10–16. A
+ * client process on this 2-core machine shares the server's cores: the kernel wakes it on the
+ * writer's CPU inside `res.end()`, and the server then waits idle and is served cold, which a
+ * remote browser does not cause. `http.get` with a kept-alive agent is the least client work on
+ * the server's thread; the server's timing (request to `res.end()` returned) is the same for all.
  */
 async function pageClient(url: string): Promise<{ get: (page: string) => Promise<{ status: number; bytes: number }>; close: () => Promise<void> }> {
-  const client = await startLineChild(['-r', 'ts-node/register/transpile-only', join(__dirname, 'workers', 'page-client.ts'), url], { TS_NODE_TRANSPILE_ONLY: 'true' });
-  setPriority(client.pid, 19);
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   return {
-    async get(page) {
-      const [status, bytes] = (await client.ask(page)).split(' ').map(Number);
-      return { status, bytes };
-    },
-    close: () => client.close(),
+    get: (page) =>
+      new Promise((resolve, reject) => {
+        httpGet(`${url}${page}`, { agent }, (response) => {
+          let bytes = 0;
+          response.on('data', (chunk: Buffer) => (bytes += chunk.length));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, bytes }));
+          response.on('error', reject);
+        }).on('error', reject);
+      }),
+    close: async () => agent.destroy(),
   };
 }
 
