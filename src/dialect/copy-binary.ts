@@ -1,5 +1,5 @@
 import { daysFromCivil } from '../core/civil-date';
-import type { CopyRows } from './copy-text';
+import { CopyRowWriter } from './copy-text';
 
 /**
  * The PostgreSQL types whose binary COPY form `CopyBinary` writes: each column of a binary COPY
@@ -32,29 +32,9 @@ function digitsAt(bytes: Uint8Array, at: number, count: number): number {
  * Writes rows in PostgreSQL's binary COPY format, in place, from values already checked (a
  * record's canonical text or bytes): no text input function runs on the server (a timestamp's or
  * numeric's text parsing is most of a text COPY's cost there). The rows of each COPY statement
- * go between `BINARY_HEADER` and `BINARY_TRAILER`. Taken as `CopyText` is (`take`).
+ * go between `BINARY_HEADER` and `BINARY_TRAILER`.
  */
-export class CopyBinary {
-  private buffer: Buffer = Buffer.allocUnsafe(1 << 16);
-  private length = 0;
-  private rows = 0;
-  private ends: Int32Array = new Int32Array(1024);
-  private readonly taken: { buffer: Buffer; ends: Int32Array }[] = [];
-
-  constructor(private readonly inFlight = 1) {}
-
-  get rowCount(): number {
-    return this.rows;
-  }
-
-  get byteLength(): number {
-    return this.length;
-  }
-
-  truncate(mark: number): void {
-    this.length = Math.min(this.length, mark);
-  }
-
+export class CopyBinary extends CopyRowWriter {
   /** Starts a row of `fields` fields. */
   beginRow(fields: number): void {
     this.reserve(2);
@@ -63,12 +43,7 @@ export class CopyBinary {
   }
 
   endRow(): void {
-    if (this.rows === this.ends.length) {
-      const grown = new Int32Array(2 * this.ends.length);
-      grown.set(this.ends);
-      this.ends = grown;
-    }
-    this.ends[this.rows++] = this.length;
+    this.rowEnded();
   }
 
   null(): void {
@@ -232,25 +207,6 @@ export class CopyBinary {
     put16(buffer, head + 8, sign);
     put16(buffer, head + 10, dscale);
     this.length = out;
-  }
-
-  /** The rows written so far, as `CopyText.take`. */
-  take(): CopyRows {
-    const taken = { bytes: this.buffer.subarray(0, this.length), rows: this.rows, ends: this.ends };
-    this.taken.push({ buffer: this.buffer, ends: this.ends });
-    const spare = this.taken.length > this.inFlight ? this.taken.shift() : undefined;
-    this.buffer = spare?.buffer ?? Buffer.allocUnsafe(this.buffer.length);
-    this.ends = spare?.ends ?? new Int32Array(this.ends.length);
-    this.length = 0;
-    this.rows = 0;
-    return taken;
-  }
-
-  private reserve(bytes: number): void {
-    if (this.length + bytes <= this.buffer.length) return;
-    const grown = Buffer.allocUnsafe(Math.max(2 * this.buffer.length, this.length + bytes));
-    this.buffer.copy(grown, 0, 0, this.length);
-    this.buffer = grown;
   }
 }
 
