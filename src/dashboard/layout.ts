@@ -1,3 +1,4 @@
+import { civilFromDays } from '../core/civil-date';
 import { Html, html } from './html';
 
 /** How a page is rendered for one request: where the dashboard is mounted and what the user may do. */
@@ -91,15 +92,7 @@ let lastDate = '';
 
 /** `2026-12-01 ` of the day `days` after 1970-01-01. */
 function formatDate(days: number): string {
-  const z = days + 719468;
-  const era = Math.floor(z / 146097);
-  const doe = z - era * 146097;
-  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365);
-  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
-  const mp = Math.floor((5 * doy + 2) / 153);
-  const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
-  const month = mp < 10 ? mp + 3 : mp - 9;
-  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const [year, month, day] = civilFromDays(days);
   return `${TWO_DIGITS[Math.floor(year / 100)]}${TWO_DIGITS[year % 100]}-${TWO_DIGITS[month]}-${TWO_DIGITS[day]} `;
 }
 
