@@ -45,8 +45,6 @@ export class TransactionLane {
   /**
    * `asynchronousCommit`: COMMIT returns before the WAL reaches the disk (`SET LOCAL`, so the
    * setting ends with each transaction): a database crash may lose the last commits, never half of one.
-   */
-  /**
    * `giveWay`: when someone waits for a pooled connection at a commit, the lane begins nothing
    * ahead and gives its runner back, so a long run of transactions does not keep the connection
    * from others between them (the next transaction queues for one again).
