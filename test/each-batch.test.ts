@@ -301,6 +301,69 @@ describe('eachBatch', () => {
     });
   }
 
+  if (DRIVER === 'mysql') {
+    it('costs three round trips a batch on MySQL/MariaDB, as a hand-written loop (START, insert, COMMIT): the guarded cursor update that locks the job row, the insert, COMMIT AND CHAIN', async () => {
+      const job = 'round-trips';
+      const counted = await db.open();
+      try {
+        const counter = countRoundTrips(counted);
+        const { source } = numbers(200, { lastPageNull: true });
+        const insertBatch = async (items: number[], tx: EntityManager) => {
+          await tx.query(`INSERT INTO written (job, n) VALUES ${items.map(() => '(?, ?)').join(', ')}`, items.flatMap((n) => [job, n]));
+        };
+        expect(await eachBatch(counted, job, source, 10, insertBatch)).to.deep.equal({ batches: 20, items: 200, done: true, cursor: null });
+        // TypeORM's transactions took six a batch (SET TRANSACTION, START TRANSACTION, the lock, the
+        // insert, the update, COMMIT): 125 here. Besides the batches: the job row's creation (5), the
+        // first batch's SET TRANSACTION, START TRANSACTION and lock.
+        expect(counter.sent).to.be.at.most(3 * 20 + 8);
+        expect(await written(job)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
+        expect(await status(counted, job)).to.include({ done: true, batches: 20, items: 200 });
+      } finally {
+        await counted.destroy();
+      }
+    });
+
+    it('two runners of one job on MariaDB: a batch begun without the job row\'s lock finds the row moved before its handler runs, and runs again under the lock', async () => {
+      // Runner A reads batch 2's page in the transaction its batch-1 COMMIT AND CHAIN began, without
+      // the job row's lock; runner B starts then and runs batch 2 under the lock; A's guarded cursor
+      // update waits for B's commit and finds the row moved on, before A's handler has run.
+      const job = 'race-guard';
+      await db.ds.query('CREATE TABLE written_by (job varchar(64) NOT NULL, n integer NOT NULL, runner varchar(8) NOT NULL, PRIMARY KEY (job, n))');
+      const lockWaits = () => count(db.ds, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'");
+      const insert = (runner: string, firsts: number[]) => async (items: number[], tx: EntityManager) => {
+        firsts.push(items[0]);
+        await tx.query(`INSERT INTO written_by (job, n, runner) VALUES ${items.map(() => '(?, ?, ?)').join(', ')}`, items.flatMap((n) => [job, n, runner]));
+      };
+      const { source: numbersSource } = numbers(60, { lastPageNull: true });
+      const recorded = (cursors: unknown[], before?: () => Promise<void>): Source<number> => async (cursor, limit, tx) => {
+        cursors.push(cursor);
+        await before?.();
+        return numbersSource(cursor, limit, tx);
+      };
+      const [aCursors, bCursors, aFirsts, bFirsts]: [unknown[], unknown[], number[], number[]] = [[], [], [], []];
+      let aInBatch2!: () => void;
+      const aReadsBatch2 = new Promise<void>((resolve) => (aInBatch2 = resolve));
+      const aSource = recorded(aCursors, async () => {
+        if (aCursors.length !== 2) return;
+        aInBatch2();
+        // Until B runs batch 2 (or, were A holding the job row here, until B waits for it).
+        while (bCursors.length === 0 && (await lockWaits()) < 1) await pause(1);
+      });
+      const a = eachBatch(db.ds, job, aSource, 5, insert('a', aFirsts));
+      await aReadsBatch2;
+      // Started here, outside A's transaction's async context (inside it, B would join it).
+      const b = eachBatch(db.ds, job, recorded(bCursors), 5, insert('b', bFirsts));
+      const [ra, rb] = await Promise.all([a, b]);
+      expect(aCursors.slice(0, 2), 'A read batch 2\'s page').to.deep.equal([null, 5]);
+      expect(bFirsts[0], 'B ran batch 2').to.equal(6);
+      expect(aFirsts, 'A\'s handler never saw batch 2').to.not.include(6);
+      expect(ra.batches + rb.batches).to.equal(12);
+      const rows = (await db.ds.query('SELECT n FROM written_by WHERE job = ? ORDER BY n', [job])) as { n: number }[];
+      expect(rows.map((r) => Number(r.n))).to.deep.equal(Array.from({ length: 60 }, (_, i) => i + 1));
+      expect(await status(db.ds, job)).to.include({ done: true, batches: 12, items: 60 });
+    });
+  }
+
   it('keeps the database unchanged when the source returns a malformed page', async () => {
     await expectCode(eachBatch(db.ds, 'malformed', () => ({ rows: [] }) as never, 5, () => undefined), 'INVALID_ARGUMENT');
     expect(await status(db.ds, 'malformed')).to.include({ batches: 0, done: false });

@@ -39,7 +39,7 @@ export class TransactionLane {
   private dataSource: DataSource | undefined;
   /** The server is already in a transaction the lane opened ahead (its BEGIN went with the last COMMIT). */
   private begun = false;
-  /** That transaction also ran the last call's opening statements (it holds their locks). */
+  /** That transaction followed the last call's commit at once and ran its opening statements, if any (it holds their locks). */
   private opened = false;
 
   /**
@@ -75,7 +75,8 @@ export class TransactionLane {
    * and deadlocks of the library's statements as `transact` does), then `finals(result)` and the
    * COMMIT in one round trip. `fn`'s errors pass through after the rollback. When the next
    * transaction is begun in that round trip, `opening(result)` runs first in it; the next call's
-   * `fn` is told (`opened`) whether its transaction ran them and holds their locks.
+   * `fn` is told (`opened`) whether its transaction is that one — begun by the last call's commit, nothing
+   * run on it since but `opening`'s statements, which hold their locks.
    */
   async transact<T>(
     db: Db,
@@ -136,9 +137,8 @@ export class TransactionLane {
     const giveWay = this.options.giveWay === true && commit.connectionWanted(dataSource);
     const beginNext = !giveWay && this.next();
     let outcome: PipelinedOutcome;
-    let openingStatements: OpeningStatement[] = [];
     try {
-      openingStatements = beginNext && opening ? opening(result) : [];
+      const openingStatements = beginNext && opening ? opening(result) : [];
       outcome = await commit.commit(runner, finals(result), { beginNext, isolation, asynchronous: this.options.asynchronousCommit, opening: openingStatements });
     } catch (error) {
       await this.abort();
@@ -151,7 +151,7 @@ export class TransactionLane {
     markTransaction(runner, false);
     // An opening that failed after the COMMIT was rolled back with its transaction: none is open.
     this.begun = beginNext && outcome.opened;
-    this.opened = this.begun && openingStatements.length > 0;
+    this.opened = this.begun;
     if (giveWay) await this.close();
     return { result, held: true };
   }

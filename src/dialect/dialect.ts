@@ -77,6 +77,12 @@ export interface PipelinedOutcome {
  * The runner's TypeORM transaction state is the caller's to keep: these only talk to the server.
  */
 export interface PipelinedCommit {
+  /**
+   * True when `opening` statements travel in the COMMIT's round trip (PostgreSQL's pipeline); false
+   * when each costs a round trip of its own (MySQL), where a caller that can check the same at
+   * commit instead (a final guarded by the state it expects) saves that round trip.
+   */
+  readonly openingInCommit: boolean;
   /** Opens a transaction on the runner's connection. */
   begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void>;
   /**

@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { ColumnInfo, Dialect, TableRef } from './dialect';
+import { mysqlPipelinedCommit } from './mysql-commit';
 import { integerRange, type RecordColumn } from './record-columns';
 import { affectedRows, executeThroughRunner, groupKeys, qualifiedTable, ready, valueRows } from './shared-sql';
 
@@ -108,6 +109,7 @@ export const mysql: Dialect = {
   // InnoDB's default REPEATABLE READ locks every row an UPDATE scans, and the gaps between them, so
   // concurrent claims and completions deadlock; READ COMMITTED locks only matching rows, as PostgreSQL.
   ownTransactionIsolation: 'READ COMMITTED',
+  pipelinedCommit: mysqlPipelinedCommit,
   quote: backtick,
   execute: executeThroughRunner,
   sql: (text) => text,

@@ -74,6 +74,8 @@ function guardedLock(select: string, parameters: number): string {
  * raises an error, after which the server skips the rest up to the Sync: nothing commits.
  */
 export const pgPipelinedCommit: PipelinedCommit = {
+  openingInCommit: true,
+
   async begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void> {
     const text = begin(isolation);
     await simpleQuery(runner, text.simple, text.sql);

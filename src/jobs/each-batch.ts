@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError } from '../core/errors';
 import { encodeJson, type Json, decodeJson } from '../core/json';
-import { assertKind, insertJob, type JobRow, jobLockAtBegin, jobUpdateAtCommit, lockJob, readJob, updateJob, validateName, toStatus } from './job-store';
+import { assertKind, insertJob, type JobRow, jobLockAtBegin, jobUpdateAtCommit, lockJob, readJob, updateJob, updateJobUnchanged, validateName, toStatus } from './job-store';
 import { type Progress, progressSince } from '../core/progress';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
@@ -65,9 +65,17 @@ export function checkPage<T>(page: unknown): Page<T> {
   return candidate;
 }
 
+type Advance = { cursor: string; batches: number; items: number };
+
+/** A batch begun without the job row's lock found the row moved (another runner, a reset): rolled back, never leaves eachBatch. */
+class JobRowMoved extends Error {}
+
 type Round =
   | { kind: 'finished'; cursor: Json }
-  | { kind: 'batch'; items: number; cursor: Json; done: boolean; advance?: { cursor: string; batches: number; items: number } };
+  /** The batch found the job row moved before its handler ran (JobRowMoved): run it again under the lock. */
+  | { kind: 'moved' }
+  /** `advance`: the job row as the batch leaves it, written with the COMMIT unless `advanced` (already written). */
+  | { kind: 'batch'; items: number; cursor: Json; done: boolean; advance?: Advance; advanced?: boolean };
 
 function jobReset(name: string): InvalidArgumentError {
   return new InvalidArgumentError(`Job "${name}" was reset while running; run eachBatch again to start over.`);
@@ -109,14 +117,22 @@ export async function eachBatch<T>(
   let followed = false;
   // What the last batch committed on the lane: its transaction's opening statement locked the job
   // row only if the row was still so (no other runner committed since), so it need not be re-read.
-  let left: { cursor: string; batches: number; items: number } | undefined;
+  let left: Advance | undefined;
+  const dialect = dialectOf(dataSourceOf(db));
+  // Where that opening lock would cost a round trip of its own (MySQL/MariaDB), the batch after
+  // reads its page without it, then locks the row by advancing it only while it is as `left` says,
+  // before the handler writes anything; a row moved meanwhile (another runner, a reset) rolls the
+  // batch back and it runs again under the lock. Either way the handler runs only under the lock.
+  const advanceFirst = dialect.pipelinedCommit?.openingInCommit === false;
   /**
    * One batch in `tx`. With `advanceAtCommit`, a batch that is not the last leaves the job row's
    * update to the caller, which sends it with the COMMIT (the row stays locked until then);
-   * `opened`: `tx` began with the job row locked as `left` says.
+   * `opened`: `tx` began with the last batch's commit, with the job row locked as `left` says (on
+   * MySQL/MariaDB not yet locked: see `advanceFirst`).
    */
   const batch = async (tx: EntityManager, span: SpanScope, advanceAtCommit: boolean, opened = false): Promise<Round> => {
     followed = false;
+    const unlocked = opened && advanceFirst ? left : undefined;
     let row: Pick<JobRow, 'cursor' | 'batches' | 'items'>;
     if (opened && left) {
       row = left;
@@ -133,45 +149,57 @@ export async function eachBatch<T>(
     const page = checkPage<T>(await source(cursor, limit, tx));
     const now = Date.now();
     if (page.items.length === 0) {
-      await updateJob(tx, name, { done: true, finished_at: now });
+      if (!unlocked) await updateJob(tx, name, { done: true, finished_at: now });
+      else if (!(await updateJobUnchanged(tx, name, { done: true, finished_at: now }, unlocked))) throw new JobRowMoved();
       return { kind: 'finished', cursor };
     }
     const next = encodeJson(page.next, 'The cursor returned by the source');
-    await handler(page.items, tx);
     const done = page.next === null;
     const advance = { cursor: next, batches: Number(row.batches) + 1, items: Number(row.items) + page.items.length };
+    const final = { ...advance, done, ...(done ? { finished_at: now } : {}) };
+    if (unlocked && !(await updateJobUnchanged(tx, name, final, unlocked))) throw new JobRowMoved();
+    await handler(page.items, tx);
     span.committed(page.items.length, true);
     const round = { kind: 'batch' as const, items: page.items.length, cursor: decodeJson(next), done };
     if (advanceAtCommit && !done) {
       // Another batch follows at once unless the call is stopping: its BEGIN goes with this COMMIT.
       followed = !signal?.aborted;
-      return { ...round, advance };
+      return { ...round, advance, advanced: unlocked !== undefined };
     }
-    await updateJob(tx, name, { ...advance, done, ...(done ? { finished_at: now } : {}) });
+    if (!unlocked) await updateJob(tx, name, final);
     return round;
   };
 
   // PostgreSQL, in a transaction of its own: one connection kept for the run, and each batch's
   // cursor update, COMMIT, the next batch's BEGIN and its lock of the job row in one round trip.
+  // MySQL/MariaDB: the same connection, each batch's COMMIT beginning the next (COMMIT AND CHAIN).
   const lane = TransactionLane.fits(db) ? new TransactionLane(() => followed, { giveWay: true }) : undefined;
-  const dialect = dialectOf(dataSourceOf(db));
   const startedAt = Date.now();
   try {
     while (!signal?.aborted) {
       const round = await traced('batch', { job: name }, async (span): Promise<Round> => {
         if (!lane) return transact(db, (tx) => batch(tx, span, false));
-        const outcome = await lane.transact(
-          db,
-          (tx, opened) => batch(tx, span, true, opened),
-          (ran) => (ran.kind === 'batch' && ran.advance ? [jobUpdateAtCommit(dialect, name, ran.advance)] : []),
-          `committing a batch of job "${name}"`,
-          (ran) => (ran.kind === 'batch' && ran.advance ? [jobLockAtBegin(dialect, name, ran.advance)] : []),
-        );
+        let outcome;
+        try {
+          outcome = await lane.transact(
+            db,
+            (tx, opened) => batch(tx, span, true, opened),
+            (ran) => (ran.kind === 'batch' && ran.advance && !ran.advanced ? [jobUpdateAtCommit(dialect, name, ran.advance)] : []),
+            `committing a batch of job "${name}"`,
+            (ran) => (ran.kind === 'batch' && ran.advance && !advanceFirst ? [jobLockAtBegin(dialect, name, ran.advance)] : []),
+          );
+        } catch (error) {
+          if (!(error instanceof JobRowMoved)) throw error;
+          // Rolled back before the handler ran: the batch runs again under the lock, which re-reads the row.
+          left = undefined;
+          return { kind: 'moved' };
+        }
         // The transaction held the job row's lock, so only a reset racing a lost lock gets here.
         if (!outcome.held) throw jobReset(name);
         if (outcome.result.kind === 'batch') left = outcome.result.advance;
         return outcome.result;
       });
+      if (round.kind === 'moved') continue;
       result.cursor = round.cursor;
       if (round.kind === 'finished') return { ...result, done: true };
       result.batches += 1;

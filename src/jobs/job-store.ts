@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { ownStatementError } from '../core/database-errors';
 import { run } from '../core/run-statement';
 import { type Dialect, dialectOf, type FinalStatement, type OpeningStatement } from '../dialect';
 import { InvalidArgumentError } from '../core/errors';
@@ -116,10 +117,15 @@ export function assertKind(row: Pick<JobRow, 'name' | 'kind'>, kind: JobKind): v
   }
 }
 
-/** The UPDATE of one job row's `columns` (`updated_at` last, always refreshed), then its name, in the dialect's placeholders. */
-function jobUpdateSql(dialect: Dialect, columns: string[]): string {
-  const assignments = [...columns, 'updated_at'].map((column) => `${dialect.quote(column)} = ?`).join(', ');
-  return dialect.sql(`UPDATE ${dialect.quote(TABLE)} SET ${assignments} WHERE ${dialect.quote('name')} = ?`);
+/**
+ * The UPDATE of one job row's `columns` (`updated_at` last, always refreshed), then its name, in the
+ * dialect's placeholders; `unchanged`: then its cursor and batch count, and only while not done.
+ */
+function jobUpdateSql(dialect: Dialect, columns: string[], unchanged = false): string {
+  const q = (column: string) => dialect.quote(column);
+  const assignments = [...columns, 'updated_at'].map((column) => `${q(column)} = ?`).join(', ');
+  const guard = unchanged ? ` AND ${q('cursor')} = ? AND ${q('batches')} = ? AND NOT ${q('done')}` : '';
+  return dialect.sql(`UPDATE ${q(TABLE)} SET ${assignments} WHERE ${q('name')} = ?${guard}`);
 }
 
 /** Sets columns of one job row; `updated_at` is always refreshed. */
@@ -132,6 +138,33 @@ export async function updateJob(tx: EntityManager, name: string, values: Record<
     [...entries.map(([, value]) => dialect.bindable(value)), Date.now(), name],
     `updating job "${name}"`,
   );
+}
+
+/**
+ * `updateJob` of a row the transaction has not locked yet, applied only while the row is as
+ * `unchanged` says (same cursor and count, not done): true when it was, and the row is then locked
+ * until the transaction ends; false when another runner or a reset moved it (waiting first for a
+ * transaction that holds it; READ COMMITTED then checks the row's new version).
+ */
+export async function updateJobUnchanged(
+  tx: EntityManager,
+  name: string,
+  values: Record<string, unknown>,
+  unchanged: { cursor: string; batches: number },
+): Promise<boolean> {
+  const dialect = dialectOf(dataSourceOf(tx));
+  const entries = Object.entries(values);
+  const what = `updating job "${name}"`;
+  try {
+    const { affected } = await dialect.execute(
+      tx.queryRunner!,
+      jobUpdateSql(dialect, entries.map(([column]) => column), true),
+      [...entries.map(([, value]) => dialect.bindable(value)), Date.now(), name, unchanged.cursor, unchanged.batches],
+    );
+    return affected === 1;
+  } catch (error) {
+    throw ownStatementError(error, what);
+  }
 }
 
 /**

@@ -1,22 +1,43 @@
 import type { EventEmitter } from 'node:events';
 import type { DataSource } from 'typeorm';
 
+type Sender = Record<'query' | 'execute', (...args: unknown[]) => unknown>;
+
+/** Wraps a connection's `methods` so that each call counts one round trip. */
+function counting(counter: { sent: number }, methods: readonly (keyof Sender)[]) {
+  return (connection: Sender) => {
+    for (const method of methods) {
+      const send = connection[method];
+      connection[method] = function (this: unknown, ...args: unknown[]) {
+        counter.sent += 1;
+        return send.apply(this, args);
+      };
+    }
+  };
+}
+
 /**
- * Counts what a PostgreSQL DataSource sends on its pooled connections: each `client.query` call is
- * one statement or one pipeline, i.e. one round trip (pg sends the next only once the last ended).
+ * Counts what a PostgreSQL or MySQL/MariaDB DataSource sends on its pooled connections: each
+ * `client.query` call (pg) is one statement or one pipeline, each `query`/`execute` call (mysql2)
+ * one statement, i.e. one round trip (neither driver sends the next before the last ended).
  */
 export function countRoundTrips(dataSource: DataSource): { sent: number } {
   const counter = { sent: 0 };
-  const pool = (dataSource.driver as unknown as { master: EventEmitter & { _clients?: unknown[] } }).master;
-  const count = (client: { query: (...args: unknown[]) => unknown }) => {
-    const query = client.query;
-    client.query = function (this: unknown, ...args: unknown[]) {
-      counter.sent += 1;
-      return query.apply(this, args);
-    };
+  const driver = dataSource.driver as unknown as {
+    master?: EventEmitter & { _clients?: unknown[] };
+    pool?: EventEmitter & { _allConnections?: { toArray(): unknown[] } };
   };
-  // Clients the pool holds already (the migrations' connection), and every one it opens later.
-  for (const client of (pool._clients ?? []) as Parameters<typeof count>[0][]) count(client);
-  pool.on('connect', count);
+  if (driver.master) {
+    const count = counting(counter, ['query']);
+    // Clients the pool holds already (the migrations' connection), and every one it opens later.
+    for (const client of (driver.master._clients ?? []) as Sender[]) count(client);
+    driver.master.on('connect', count);
+  } else if (driver.pool) {
+    const count = counting(counter, ['query', 'execute']);
+    for (const connection of (driver.pool._allConnections?.toArray() ?? []) as Sender[]) count(connection);
+    driver.pool.on('connection', count);
+  } else {
+    throw new Error(`countRoundTrips: no pg or mysql2 pool on a ${dataSource.options.type} DataSource`);
+  }
   return counter;
 }
