@@ -27,9 +27,10 @@ export interface LaneOutcome<T> {
 
 /**
  * A query runner that one worker slot keeps between the library's own transactions, one after
- * another (PostgreSQL): one pool checkout for a run of files instead of one each, and each
- * transaction's final statements, its COMMIT and — when `next()` says another transaction follows
- * at once — the next one's BEGIN in a single round trip. Any failure rolls back and gives the
+ * another: one pool checkout for a run of files instead of one each, and each transaction's final
+ * statements, its COMMIT and — when `next()` says another transaction follows at once — the next
+ * one's BEGIN in a single round trip on PostgreSQL; on MySQL/MariaDB that BEGIN (and its isolation
+ * level) rides on the COMMIT (COMMIT AND CHAIN). Any failure rolls back and gives the
  * runner back to the pool; so does `close()`, which the slot's owner calls before it waits for
  * anything but its own files (the runner's connection must not be held while, say, a claim waits
  * for the pool).

@@ -73,7 +73,8 @@ export interface PipelinedOutcome {
 }
 
 /**
- * Transactions on a runner the library keeps, ended in the round trip of their last statements.
+ * Transactions on a runner the library keeps, ended in the round trip of their last statements
+ * (PostgreSQL), or each begun by the last one's COMMIT (MySQL/MariaDB's COMMIT AND CHAIN).
  * The runner's TypeORM transaction state is the caller's to keep: these only talk to the server.
  */
 export interface PipelinedCommit {
@@ -86,9 +87,9 @@ export interface PipelinedCommit {
   /** Opens a transaction on the runner's connection. */
   begin(runner: QueryRunner, isolation?: IsolationLevel): Promise<void>;
   /**
-   * In one round trip: `finals`, (with `asynchronous`) `asynchronousCommit` — done by the last final
-   * itself where there is one —, COMMIT, and with `beginNext` the next transaction's BEGIN and
-   * `opening`. `held` once committed; not when a final changed other than its `expected` rows — then
+   * In one round trip (PostgreSQL; on MySQL one a statement): `finals`, (with `asynchronous`)
+   * `asynchronousCommit` — done by the last final itself where there is one —, COMMIT, and with
+   * `beginNext` the next transaction's BEGIN and `opening`. `held` once committed; not when a final changed other than its `expected` rows — then
    * nothing was committed and the transaction is left failed, to be rolled back. Other errors before
    * the COMMIT completed are raised unchanged (roll back too). When an opening statement fails (its
    * rows changed, or any error) after the COMMIT, the next transaction is rolled back here: `opened`
@@ -123,7 +124,8 @@ export interface Dialect {
   readonly ownTransactionIsolation?: 'READ COMMITTED';
   /**
    * Where the library may keep a runner between its own transactions and end each in the round
-   * trip of its last statements (PostgreSQL); undefined elsewhere (TypeORM's transactions then).
+   * trip of its last statements (PostgreSQL), or begin each with the last one's COMMIT (MySQL/MariaDB);
+   * undefined elsewhere (TypeORM's transactions then).
    */
   readonly pipelinedCommit?: PipelinedCommit;
   /** Quotes an identifier (doubling the quote character inside it). */
