@@ -2,16 +2,17 @@
 // the file digest against Node's own SHA-256; the import process's peak RSS.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileDigest } from '../src';
 import { type BenchDatabase, type BenchDriver, createBenchDatabase, POSTGRES_ADMIN_URL } from './bench-database';
 import { type BenchResult, result } from './bench-result';
 import { compileForNode } from './compile';
 import { generate } from './import-memory';
-import { sideBySide, timed } from './timing';
+import { median, sideBySide, timed } from './timing';
+import type { ImportCpu } from './workers/import-worker';
 
 export interface ImportBenchOptions {
   sizeMb: number;
@@ -28,6 +29,18 @@ interface Measurement {
   rows: number;
   ms: number;
   maxRssMb: number;
+  /** The library's runs: where the CPU went. */
+  cpu?: ImportCpu;
+}
+
+/** A psql script that runs `copy` and then prints the /proc stat lines of its backend and of psql itself (before psql exits). */
+const PSQL_CPU_SCRIPT = (copy: string) =>
+  ['SELECT pg_backend_pid() AS backend \\gset', '\\setenv BACKEND :backend', copy, '\\! echo "$(cat /proc/$BACKEND/stat)" && echo "$(cat /proc/$PPID/stat)"'].join('\n');
+
+/** User + system CPU ms of a /proc/<pid>/stat line (utime and stime are fields 14 and 15, in 1/100 s). */
+function statCpuMs(line: string): number {
+  const fields = line.slice(line.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 // The compiled library lives in a temp dir: its requires resolve against the repo's node_modules.
@@ -73,9 +86,11 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
       return measured;
     };
     const peaks: number[] = [];
+    const cpus: ImportCpu[] = [];
     const library = async (chunk = CHUNK) => {
       const measured = await measureChild(['import', database.url, csv, String(chunk)]);
       peaks.push(measured.maxRssMb);
+      if (measured.cpu) cpus.push(measured.cpu);
       return (rows * 1000) / measured.ms;
     };
     const clear = async () => {
@@ -86,16 +101,19 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
     };
     let baseline: () => Promise<number>;
     let baselineName: string;
+    const url = POSTGRES_ADMIN_URL.replace(/\/[^/]*$/, `/${database.name}`);
+    const copy = `\\copy bench_copy (id, value, note) FROM '${csv}' WITH (FORMAT csv, HEADER true)`;
+    // The same shape as checkpoint_import_items, keyed by (batch, id); `note` takes the CSV's third column.
+    const createCopyTable = () =>
+      dataSource.query(
+        `CREATE TABLE bench_copy (batch varchar(255) NOT NULL DEFAULT 'bench', id varchar(512) NOT NULL, value bigint NOT NULL,
+           note text, PRIMARY KEY (batch, id))`,
+      );
     if (driver === 'postgres') {
       baselineName = 'psql \\copy';
       baseline = async () => {
-        // The same shape as checkpoint_import_items, keyed by (batch, id); `note` takes the CSV's third column.
-        await dataSource.query(
-          `CREATE TABLE bench_copy (batch varchar(255) NOT NULL DEFAULT 'bench', id varchar(512) NOT NULL, value bigint NOT NULL,
-             note text, PRIMARY KEY (batch, id))`,
-        );
-        const url = POSTGRES_ADMIN_URL.replace(/\/[^/]*$/, `/${database.name}`);
-        const ms = await timed(() => run('psql', [url, '-v', 'ON_ERROR_STOP=1', '-c', `\\copy bench_copy (id, value, note) FROM '${csv}' WITH (FORMAT csv, HEADER true)`]));
+        await createCopyTable();
+        const ms = await timed(() => run('psql', [url, '-v', 'ON_ERROR_STOP=1', '-c', copy]));
         return (rows * 1000) / ms;
       };
     } else {
@@ -108,6 +126,22 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
     options.log(`  ${driver}: importFile vs ${baselineName}, ${options.warmups} warm-up + ${options.repeats} rounds…`);
     const pair = await sideBySide({ warmups: options.warmups, repeats: options.repeats, candidate: () => library(), baseline, prepare: clear });
     const measuredPeaks = peaks.slice(options.warmups);
+    const measuredCpus = cpus.slice(options.warmups);
+    if (driver === 'postgres' && measuredCpus.length > 0) {
+      // Where the time goes, in CPU (a shared machine's wall clock hides it): one more psql \copy,
+      // untimed, reads its backend's CPU from /proc before it exits.
+      await clear();
+      await createCopyTable();
+      const script = join(dirname(csv), 'psql-cpu.sql');
+      writeFileSync(script, `${PSQL_CPU_SCRIPT(copy)}\n`);
+      const stats = (await run('psql', [url, '-q', '-v', 'ON_ERROR_STOP=1', '-f', script])).trim().split('\n').slice(-2);
+      const mid = (pick: (cpu: ImportCpu) => number) => (median(measuredCpus.map(pick)) / 1000).toFixed(2);
+      options.log(
+        `  CPU s (medians): importFile: Node until the first commit ${mid((c) => c.nodeFirstCommitMs)} (wall ${mid((c) => c.firstCommitMs)}), ` +
+          `Node in all ${mid((c) => c.nodeMs)}, server ${mid((c) => c.serverMs ?? NaN)}; ` +
+          `psql \\copy: psql ${(statCpuMs(stats[1]) / 1000).toFixed(2)}, server ${(statCpuMs(stats[0]) / 1000).toFixed(2)}`,
+      );
+    }
     // For reference: the same import in chunks of 10,000 rows, a tenth of the per-chunk transactions.
     await clear();
     const bigChunks = await library(BIG_CHUNK);
@@ -128,7 +162,7 @@ export async function importBench(drivers: BenchDriver[], options: ImportBenchOp
   const dir = mkdtempSync(join(tmpdir(), 'ck-bench-import-'));
   try {
     options.log('  compiling the library with swc…');
-    compileForNode(join(dir, 'build'), ['bench/workers/import-worker.ts']);
+    compileForNode(join(dir, 'build'), ['bench/workers/import-worker.ts', 'bench/process-cpu.ts']);
     const worker = join(dir, 'build', 'bench', 'workers', 'import-worker.js');
     const csv = join(dir, 'source.csv');
     options.log(`  writing a ${options.sizeMb} MB CSV…`);

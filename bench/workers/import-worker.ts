@@ -1,6 +1,8 @@
 // One measured import, run on plain Node from the swc output (see compile.ts) so its peak RSS is the
 // import's own. Prints one JSON line: { rows, ms, maxRssMb }; `ms` is the import itself (for the
 // library: the importFile call, not the DataSource's start-up, which an application has done already).
+// The library's line adds where the CPU went (`cpu`): this process until the first commit (pass 1)
+// and in all, and the database's backends (on this machine: PostgreSQL's, from /proc).
 //   import <database url> <csv> <size>      importFile into checkpoint_import_items
 //   sqlite-raw <sqlite file> <csv> <size>   better-sqlite3 prepared INSERT per row, one transaction per `size` rows
 import 'reflect-metadata';
@@ -9,6 +11,7 @@ import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
 import { DataSource } from 'typeorm';
 import { checkpointEntities, checkpointMigrations, dataSourceOptionsFromUrl, importFile } from '../../src';
+import { cpuOf, cpuSpent } from '../process-cpu';
 
 // better-sqlite3 ships no types (and @types/better-sqlite3 is not installed): the calls used here.
 interface SqliteDatabase {
@@ -22,15 +25,43 @@ const Database = require('better-sqlite3') as new (file: string) => SqliteDataba
 const [mode, target, path, sizeArg] = process.argv.slice(2);
 const size = Number(sizeArg);
 
-async function libraryImport(): Promise<{ rows: number; ms: number }> {
+/** CPU ms of the import: this process until its first commit and in all, and the database's backends (null off PostgreSQL). */
+export interface ImportCpu {
+  firstCommitMs: number;
+  nodeFirstCommitMs: number;
+  nodeMs: number;
+  serverMs: number | null;
+}
+
+const cpuMs = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000;
+
+async function libraryImport(): Promise<{ rows: number; ms: number; cpu: ImportCpu }> {
   const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(target), entities: checkpointEntities, migrations: checkpointMigrations });
   await dataSource.initialize();
   try {
+    // Every client backend of the database, the one this query runs on included (the import's, later).
+    const backends = async () =>
+      dataSource.options.type === 'postgres'
+        ? cpuOf(
+            ((await dataSource.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'")) as { pid: number }[]).map(
+              (row) => Number(row.pid),
+            ),
+          )
+        : null;
+    const serverBefore = await backends();
+    const cpuBefore = process.cpuUsage();
     const started = performance.now();
-    const outcome = await importFile(dataSource, 'bench', path, { format: 'csv', size });
+    let firstCommit: { ms: number; cpu: number } | null = null;
+    const onProgress = () => {
+      firstCommit ??= { ms: performance.now() - started, cpu: cpuMs(process.cpuUsage(cpuBefore)) };
+    };
+    const outcome = await importFile(dataSource, 'bench', path, { format: 'csv', size, onProgress });
     const ms = performance.now() - started;
-    if (!outcome.done) throw new Error('import did not finish');
-    return { rows: outcome.rows, ms };
+    const nodeMs = cpuMs(process.cpuUsage(cpuBefore));
+    if (!outcome.done || firstCommit === null) throw new Error('import did not finish');
+    const serverAfter = serverBefore && (await backends());
+    const { ms: firstCommitMs, cpu: nodeFirstCommitMs } = firstCommit;
+    return { rows: outcome.rows, ms, cpu: { firstCommitMs, nodeFirstCommitMs, nodeMs, serverMs: serverBefore && cpuSpent(serverBefore, serverAfter!) } };
   } finally {
     await dataSource.destroy();
   }
@@ -76,8 +107,8 @@ async function timedRaw(): Promise<{ rows: number; ms: number }> {
 
 async function main(): Promise<void> {
   if (mode !== 'import' && mode !== 'sqlite-raw') throw new Error(`unknown mode ${mode}`);
-  const { rows, ms } = mode === 'import' ? await libraryImport() : await timedRaw();
-  console.log(JSON.stringify({ rows, ms, maxRssMb: process.resourceUsage().maxRSS / 1024 }));
+  const measured = mode === 'import' ? await libraryImport() : await timedRaw();
+  console.log(JSON.stringify({ ...measured, maxRssMb: process.resourceUsage().maxRSS / 1024 }));
 }
 
 main().catch((error: unknown) => {

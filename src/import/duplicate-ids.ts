@@ -20,10 +20,12 @@ export interface DuplicateIdsOptions {
 }
 
 const ENTRY_BYTES = 16; // hash high word, hash low word, index as a double
-// Entries per read of a run while merging: 4 MiB of buffers shared by the runs, 16–256 KiB each.
-const READ_BUDGET = (4 << 20) / 16;
-const MIN_READ_ENTRIES = 1024;
-const MAX_READ_ENTRIES = 16 * 1024;
+// Each run is written grouped by the top BUCKET_BITS of the high hash word: equal hashes share a
+// bucket, so the runs are searched for them one range of buckets at a time, in memory.
+const BUCKET_BITS = 12;
+const BUCKETS = 1 << BUCKET_BITS;
+// Entries of all runs searched together (16 bytes each, plus a hash table of 8 bytes per entry).
+const SEARCH_ENTRIES = 256 * 1024;
 const WRITE_ENTRIES = 16 * 1024;
 
 function mix(h: number): number {
@@ -75,91 +77,24 @@ export function utf8IdHash(bytes: Uint8Array, start: number, end: number, out: U
   out[1] = mix(b ^ (end - start));
 }
 
-/** Reads back one sorted run of the temp file, entry by entry (written and read by this process: native byte order). */
-class RunCursor {
-  hi = 0;
-  lo = 0;
-  index = 0;
-  private buffer: Buffer = Buffer.alloc(0);
-  private words = new Uint32Array(0);
-  private doubles = new Float64Array(0);
-  private at = 0;
-  private entries = 0;
-  private read = 0;
-
-  constructor(
-    private readonly file: FileHandle,
-    private readonly start: number,
-    private readonly length: number,
-    private readonly readEntries: number,
-  ) {}
-
-  /** Moves to the next entry; false at the end of the run. Synchronous unless the buffer must be refilled. */
-  next(): boolean | Promise<boolean> {
-    if (this.at < this.entries) return this.take();
-    if (this.read === this.length) return false;
-    return this.refill().then(() => this.take());
-  }
-
-  private async refill(): Promise<void> {
-    const entries = Math.min(this.readEntries, this.length - this.read);
-    if (this.buffer.length === 0) {
-      const memory = new ArrayBuffer(this.readEntries * ENTRY_BYTES);
-      this.buffer = Buffer.from(memory);
-      this.words = new Uint32Array(memory);
-      this.doubles = new Float64Array(memory);
-    }
-    await this.file.read(this.buffer, 0, entries * ENTRY_BYTES, (this.start + this.read) * ENTRY_BYTES);
-    this.read += entries;
-    this.entries = entries;
-    this.at = 0;
-  }
-
-  private take(): boolean {
-    const at = this.at++;
-    this.hi = this.words[4 * at];
-    this.lo = this.words[4 * at + 1];
-    this.index = this.doubles[2 * at + 1];
-    return true;
-  }
-}
-
-const RADIX = 1 << 16;
-
 /**
- * Positions 0…count−1 ordered by `keys`, stably: a two-pass LSD radix sort on 16-bit digits,
- * into `sorted` (through `scratch`); `counts` holds RADIX entries.
+ * Positions 0…count−1 grouped by the top BUCKET_BITS of `keys`, in the order added within a
+ * bucket (a counting sort), into `grouped`; `offsets` gets each bucket's start (BUCKETS + 1 entries).
  */
-function sortPositions(keys: Uint32Array, count: number, sorted: Uint32Array, scratch: Uint32Array, counts: Uint32Array): void {
-  counts.fill(0);
-  for (let i = 0; i < count; i++) counts[keys[i] & 0xffff]++;
-  for (let i = 0, sum = 0; i < RADIX; i++) {
-    const c = counts[i];
-    counts[i] = sum;
-    sum += c;
-  }
-  for (let i = 0; i < count; i++) scratch[counts[keys[i] & 0xffff]++] = i;
-  counts.fill(0);
-  for (let i = 0; i < count; i++) counts[keys[i] >>> 16]++;
-  for (let i = 0, sum = 0; i < RADIX; i++) {
-    const c = counts[i];
-    counts[i] = sum;
-    sum += c;
-  }
-  for (let i = 0; i < count; i++) {
-    const position = scratch[i];
-    sorted[counts[keys[position] >>> 16]++] = position;
-  }
-}
-
-function before(a: RunCursor, b: RunCursor): boolean {
-  return a.hi !== b.hi ? a.hi < b.hi : a.index < b.index;
+function groupPositions(keys: Uint32Array, count: number, grouped: Uint32Array, offsets: Int32Array): void {
+  const shift = 32 - BUCKET_BITS;
+  offsets.fill(0);
+  for (let i = 0; i < count; i++) offsets[(keys[i] >>> shift) + 1]++;
+  for (let b = 0; b < BUCKETS; b++) offsets[b + 1] += offsets[b];
+  const next = offsets.slice(0, BUCKETS);
+  for (let i = 0; i < count; i++) grouped[next[keys[i] >>> shift]++] = i;
 }
 
 /**
  * Duplicate-id detection in bounded memory for the streaming import. Ids are first kept exactly
- * (a duplicate is reported at once); past a memory budget, only 64-bit hashes are kept, sorted in
- * runs spilled to a temp file and merged at the end. Equal hashes are only candidates: the caller
+ * (a duplicate is reported at once); past a memory budget, only 64-bit hashes are kept, in runs
+ * spilled to a temp file grouped by hash bucket, and searched bucket range by bucket range at
+ * the end. Equal hashes are only candidates: the caller
  * looks their ids up again (`firstDuplicate`'s `lookup`) so a hash collision never rejects a file.
  */
 export class DuplicateIds {
@@ -176,8 +111,9 @@ export class DuplicateIds {
   private lows: Uint32Array | null = null;
   private indexes: Float64Array | null = null;
   private count = 0;
-  private sorting: { sorted: Uint32Array; scratch: Uint32Array; counts: Uint32Array } | null = null;
-  private runs: { start: number; length: number }[] = [];
+  private grouped: Uint32Array | null = null;
+  // Each spilled run: its first entry in the temp file, and where each hash bucket starts in it.
+  private runs: { start: number; offsets: Int32Array }[] = [];
   private spilled = 0;
   private dir: string | null = null;
   private file: FileHandle | null = null;
@@ -280,7 +216,7 @@ export class DuplicateIds {
   async close(): Promise<void> {
     this.exact = null;
     this.highs = this.lows = this.indexes = null;
-    this.sorting = null;
+    this.grouped = null;
     if (this.file) await this.file.close();
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
     this.file = null;
@@ -309,15 +245,16 @@ export class DuplicateIds {
     this.count++;
   }
 
-  /** Writes the current run to the temp file sorted by high hash word, in order added among equal words. */
+  /** Writes the current run to the temp file grouped by hash bucket, in order added within a bucket. */
   private async spill(): Promise<void> {
     if (!this.file) {
       this.dir = await mkdtemp(join(this.tempRoot, 'checkpoint-ids-'));
       this.file = await open(join(this.dir, 'runs'), 'w+');
     }
-    this.sorting ??= { sorted: new Uint32Array(this.runEntries), scratch: new Uint32Array(this.runEntries), counts: new Uint32Array(RADIX) };
-    const order = this.sorting.sorted;
-    sortPositions(this.highs as Uint32Array, this.count, order, this.sorting.scratch, this.sorting.counts);
+    this.grouped ??= new Uint32Array(this.runEntries);
+    const order = this.grouped;
+    const offsets = new Int32Array(BUCKETS + 1);
+    groupPositions(this.highs as Uint32Array, this.count, order, offsets);
     const highs = this.highs as Uint32Array;
     const lows = this.lows as Uint32Array;
     const indexes = this.indexes as Float64Array;
@@ -337,111 +274,103 @@ export class DuplicateIds {
       }
       await this.file.write(out, 0, (to - from) * ENTRY_BYTES, (this.spilled + from) * ENTRY_BYTES);
     }
-    this.runs.push({ start: this.spilled, length: this.count });
+    this.runs.push({ start: this.spilled, offsets });
     this.spilled += this.count;
     this.count = 0;
   }
 
   /**
-   * Merges the runs and returns the groups of row indexes (ascending) that share a 64-bit hash.
-   * Past `maxCandidates` indexes, only the groups that could hold the earliest duplicate are kept.
+   * Returns the groups of row indexes (ascending) that share a 64-bit hash: the runs' buckets are
+   * read a range at a time (about SEARCH_ENTRIES entries of all runs) and searched with a hash
+   * table. Past `maxCandidates` indexes, only the groups that could hold the earliest duplicate are kept.
    */
   private async collisionGroups(maxCandidates = this.maxCandidates): Promise<number[][]> {
-    const heap: RunCursor[] = [];
-    const readEntries = Math.max(MIN_READ_ENTRIES, Math.min(MAX_READ_ENTRIES, Math.floor(READ_BUDGET / Math.max(1, this.runs.length))));
-    for (const run of this.runs) {
-      const cursor = new RunCursor(this.file as FileHandle, run.start, run.length, readEntries);
-      if (await cursor.next()) heapPush(heap, cursor);
-    }
     let groups: number[][] = [];
     let kept = 0;
     let limit = Infinity; // groups whose second index is beyond this cannot hold the earliest duplicate
-    // The entries sharing the current high word, in index order: `sharing` of them, listed in
-    // `lows`/`indexes` only once there are two (most high words are unique).
-    const lows: number[] = [];
-    const indexes: number[] = [];
-    let currentHi = -1;
-    let sharing = 0;
-    let firstLo = 0;
-    let firstIndex = 0;
-    const flush = () => {
-      if (sharing < 2) return;
-      const byLow = new Map<number, number[]>();
-      for (let k = 0; k < lows.length; k++) {
-        const list = byLow.get(lows[k]);
-        if (list) list.push(indexes[k]);
-        else byLow.set(lows[k], [indexes[k]]);
-      }
-      for (const group of byLow.values()) {
-        if (group.length < 2 || group[1] > limit) continue;
-        groups.push(group);
-        kept += group.length;
-        if (kept > maxCandidates) {
-          groups.sort((a, b) => a[1] - b[1]);
-          groups = groups.slice(0, Math.max(1, Math.floor(groups.length / 2)));
-          kept = groups.reduce((sum, g) => sum + g.length, 0);
-          limit = groups[groups.length - 1][1];
-        }
+    const keep = (group: number[]) => {
+      if (group[1] > limit) return;
+      groups.push(group);
+      kept += group.length;
+      if (kept > maxCandidates) {
+        groups.sort((a, b) => a[1] - b[1]);
+        groups = groups.slice(0, Math.max(1, Math.floor(groups.length / 2)));
+        kept = groups.reduce((sum, g) => sum + g.length, 0);
+        limit = groups[groups.length - 1][1];
       }
     };
-    while (heap.length > 0) {
-      const top = heap[0];
-      if (top.hi !== currentHi) {
-        flush();
-        currentHi = top.hi;
-        sharing = 1;
-        firstLo = top.lo;
-        firstIndex = top.index;
-      } else {
-        if (sharing === 1) {
-          lows.length = 0;
-          indexes.length = 0;
-          lows.push(firstLo);
-          indexes.push(firstIndex);
-        }
-        lows.push(top.lo);
-        indexes.push(top.index);
-        sharing++;
+    let memory = new ArrayBuffer(0);
+    let table = new Int32Array(0);
+    for (let first = 0; first < BUCKETS; ) {
+      // The bucket range [first, last): at least one bucket, then as many as fit the budget.
+      let last = first;
+      let entries = 0;
+      while (last < BUCKETS) {
+        let more = 0;
+        for (const run of this.runs) more += run.offsets[last + 1] - run.offsets[last];
+        if (last > first && entries + more > SEARCH_ENTRIES) break;
+        entries += more;
+        last++;
       }
-      let more = top.next();
-      if (typeof more !== 'boolean') more = await more;
-      if (more) heapFix(heap);
-      else heapPop(heap);
+      if (entries > 0) {
+        if (memory.byteLength < entries * ENTRY_BYTES) {
+          memory = new ArrayBuffer(Math.max(entries, SEARCH_ENTRIES) * ENTRY_BYTES);
+          table = new Int32Array(tableSize(memory.byteLength / ENTRY_BYTES));
+        }
+        // The runs' entries in run order; within a run, a bucket keeps the order added: for equal
+        // hashes, ascending row indexes.
+        const buffer = Buffer.from(memory);
+        let filled = 0;
+        for (const run of this.runs) {
+          const from = run.offsets[first];
+          const count = run.offsets[last] - from;
+          if (count === 0) continue;
+          await (this.file as FileHandle).read(buffer, filled * ENTRY_BYTES, count * ENTRY_BYTES, (run.start + from) * ENTRY_BYTES);
+          filled += count;
+        }
+        for (const group of equalHashes(new Uint32Array(memory), new Float64Array(memory), entries, table)) keep(group);
+      }
+      first = last;
     }
-    flush();
     return groups;
   }
 }
 
-function heapPush(heap: RunCursor[], cursor: RunCursor): void {
-  heap.push(cursor);
-  let i = heap.length - 1;
-  while (i > 0) {
-    const parent = (i - 1) >> 1;
-    if (!before(heap[i], heap[parent])) break;
-    [heap[i], heap[parent]] = [heap[parent], heap[i]];
-    i = parent;
-  }
+/** A power of two at least twice `entries`: the hash table's load stays at most one half. */
+function tableSize(entries: number): number {
+  let size = 1024;
+  while (size < 2 * entries) size *= 2;
+  return size;
 }
 
-/** Restores the heap after the top cursor advanced. */
-function heapFix(heap: RunCursor[]): void {
-  let i = 0;
-  for (;;) {
-    const left = 2 * i + 1;
-    const right = left + 1;
-    let smallest = i;
-    if (left < heap.length && before(heap[left], heap[smallest])) smallest = left;
-    if (right < heap.length && before(heap[right], heap[smallest])) smallest = right;
-    if (smallest === i) return;
-    [heap[i], heap[smallest]] = [heap[smallest], heap[i]];
-    i = smallest;
+/**
+ * The groups of `count` entries (words: high, low; doubles: index at 2·i + 1) that share both hash
+ * words, each with the indexes in the entries' order; `table` (a power of two, at least 2 · count
+ * slots) is the scratch hash table, keyed by the low word.
+ */
+function equalHashes(words: Uint32Array, doubles: Float64Array, count: number, table: Int32Array): number[][] {
+  const mask = table.length - 1;
+  table.fill(-1);
+  let groups: Map<number, number[]> | null = null;
+  for (let i = 0; i < count; i++) {
+    const high = words[4 * i];
+    const low = words[4 * i + 1];
+    let slot = (low ^ Math.imul(high, 0x9e3779b1)) & mask;
+    for (;;) {
+      const held = table[slot];
+      if (held < 0) {
+        table[slot] = i;
+        break;
+      }
+      if (words[4 * held] === high && words[4 * held + 1] === low) {
+        groups ??= new Map();
+        const group = groups.get(held);
+        if (group) group.push(doubles[2 * i + 1]);
+        else groups.set(held, [doubles[2 * held + 1], doubles[2 * i + 1]]);
+        break;
+      }
+      slot = (slot + 1) & mask;
+    }
   }
-}
-
-function heapPop(heap: RunCursor[]): void {
-  const last = heap.pop() as RunCursor;
-  if (heap.length === 0) return;
-  heap[0] = last;
-  heapFix(heap);
+  return groups ? [...groups.values()] : [];
 }

@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { progressSince, type Progress } from '../core/progress';
-import { AbandonedPipeline, type CopyRows, CopyText, dialectOf, skipCopyRows } from '../dialect';
+import { AbandonedPipeline, CopyBinary, type CopyRows, dialectOf, skipCopyRows } from '../dialect';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
 import { traced } from '../core/telemetry';
 import { isRetryable } from '../core/database-errors';
@@ -12,7 +12,7 @@ import type { CsvSpans } from './csv-records';
 import { csvData, type CsvHeader, csvRowOf } from './csv-rows';
 import { DuplicateIds } from './duplicate-ids';
 import { validateSize } from './import-all';
-import { advanceImport, bulkInsertItems, checkStorableId, copyAdvancing, copyRowPrefix, copyTransaction, lockImport, readImport, validateBatch } from './import-store';
+import { advanceImport, bulkInsertItems, checkStorableId, copyAdvancing, copyTransaction, lockImport, readImport, validateBatch } from './import-store';
 import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
@@ -141,12 +141,12 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   const startedAt = Date.now();
   let bytes = 0;
   let batches = 0;
-  // The built-in table takes the dialect's bulk path where it has one: rows go straight to COPY text.
+  // The built-in table takes the dialect's bulk path where it has one: rows go straight to binary COPY.
   const bulk = !handler && bulkPathOf(db);
   const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;
-  // A pipelined committer has two chunks in flight: COPY text stays valid until two more chunks are taken.
+  // A pipelined committer has two chunks in flight: the COPY rows stay valid until two more chunks are taken.
   const depth = committer?.pipelined ? 2 : 1;
-  const chunk = new ChunkRows(bulk ? copyRowPrefix(batch) : null, depth);
+  const chunk = new ChunkRows(bulk ? Buffer.from(batch) : null, depth);
   const commit = async (taken: TakenRows, order: ChunkOrder) => {
     const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
       const committed = taken.copy
@@ -228,38 +228,53 @@ interface TakenRows {
   copy: CopyRows | null;
 }
 
-/** The rows of the chunk being read: Row objects, or, for the bulk path, COPY text (`prefix` starts each row). */
+const MINUS = 0x2d;
+const ZERO = 0x30;
+
+/** The integer written `-?[0-9]+` at `bytes[start…end)`, one pass 1 checked (within ±(2^53−1)). */
+function validatedInteger(bytes: Uint8Array, start: number, end: number): number {
+  const negative = bytes[start] === MINUS;
+  let value = 0;
+  for (let at = negative ? start + 1 : start; at < end; at++) value = value * 10 + (bytes[at] - ZERO);
+  return negative ? -value : value;
+}
+
+/**
+ * The rows of the chunk being read: Row objects, or, for the bulk path, rows in PostgreSQL's binary
+ * COPY format (`batch` is the first field of each): the server parses no text, and an id's bytes go
+ * as they are, unescaped (pass 1 checked they are well-formed UTF-8 without U+0000).
+ */
 class ChunkRows {
   start = 0;
   count = 0;
   private rows: Row[] = [];
-  private readonly text: CopyText | null;
+  private readonly binary: CopyBinary | null;
 
   constructor(
-    private readonly prefix: Buffer | null,
+    private readonly batch: Buffer | null,
     inFlight: number,
   ) {
-    this.text = prefix ? new CopyText(inFlight) : null;
+    this.binary = batch ? new CopyBinary(inFlight) : null;
   }
 
   get copying(): boolean {
-    return this.text !== null;
+    return this.binary !== null;
   }
 
   add(row: Row, at: number): void {
     if (this.count++ === 0) this.start = at;
-    if (!this.text) {
+    if (!this.binary) {
       this.rows.push(row);
       return;
     }
-    this.text.raw(this.prefix as Buffer);
-    this.text.text(row.id);
-    this.text.tab();
-    this.text.integer(row.value);
-    this.text.endRow();
+    this.binary.beginRow(3);
+    this.binary.text(this.batch as Buffer);
+    this.binary.text(Buffer.from(row.id));
+    this.binary.integer(row.value, 'int8');
+    this.binary.endRow();
   }
 
-  /** A CSV record pass 1 validated, its id and value bytes copied as they are (bulk path only). */
+  /** A CSV record pass 1 validated: its id's bytes as they are, its value read from its digits (bulk path only). */
   addCsv(spans: CsvSpans, r: number, header: CsvHeader, at: number): void {
     const first = spans.fieldsAt[r];
     const fields = spans.fieldsAt[r + 1] - first;
@@ -269,14 +284,14 @@ class ChunkRows {
       return;
     }
     if (this.count++ === 0) this.start = at;
-    const text = this.text as CopyText;
+    const binary = this.binary as CopyBinary;
     const id = first + header.id;
     const value = first + header.value;
-    text.raw(this.prefix as Buffer);
-    text.utf8(spans.bytes, spans.starts[id], spans.ends[id]);
-    text.tab();
-    text.raw(spans.bytes, spans.starts[value], spans.ends[value]);
-    text.endRow();
+    binary.beginRow(3);
+    binary.text(this.batch as Buffer);
+    binary.text(spans.bytes, spans.starts[id], spans.ends[id]);
+    binary.integer(validatedInteger(spans.bytes, spans.starts[value], spans.ends[value]), 'int8');
+    binary.endRow();
   }
 
   /** The chunk's rows from `from` on (those before are committed already), or null when none; starts a new chunk. */
@@ -284,7 +299,7 @@ class ChunkRows {
     const skip = Math.min(this.count, Math.max(0, from - this.start));
     const start = this.start + skip;
     const rows = this.rows.slice(skip);
-    const copy = this.text ? skipCopyRows(this.text.take(), skip) : null;
+    const copy = this.binary ? skipCopyRows(this.binary.take(), skip) : null;
     const count = this.count - skip;
     this.rows = [];
     this.count = 0;
@@ -414,7 +429,7 @@ function sharedCommitter(db: Db, batch: string, digest: string, asynchronousBefo
       const asynchronous = owned && mayCommitAsynchronously(start, rows, asynchronousBefore);
       try {
         await transact(db, async (tx) => {
-          if (!(await copyAdvancing(tx, batch, digest, start, rows, asynchronous))) throw new NotAtStart();
+          if (!(await copyAdvancing(tx, batch, digest, start, rows, asynchronous, true))) throw new NotAtStart();
         });
         return true;
       } catch (error) {
@@ -444,7 +459,7 @@ function heldCommitter(dataSource: DataSource, batch: string, digest: string, as
         try {
           // Committed only after the chunk before it, and not once the import is stopped.
           const proceed = order.previous.then((committed) => committed && !signal?.aborted);
-          return await copyTransaction(connection(), batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent });
+          return await copyTransaction(connection(), batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent, binary: true });
         } catch (error) {
           if (error instanceof AbandonedPipeline) {
             // Sent behind a chunk that did not commit: once that one has settled, this one goes again, or not at all.

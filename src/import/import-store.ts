@@ -203,17 +203,25 @@ export function assertingAdvance(
 }
 
 /**
- * `advanceImport` and the bulk insert of `rows` (written by a CopyText in the order batch, id,
- * value) in one round trip; false, with the rows not to be kept (roll back), when the import is
- * not at `start`. A duplicate key is INVALID_INPUT for the range (the caller may name the row).
- * With `asynchronous`, the transaction (which the caller must own) commits without waiting for
- * its WAL flush where the dialect can (see `commitSetting`).
+ * `advanceImport` and the bulk insert of `rows` (written by a CopyText, or with `binary` a
+ * CopyBinary, in the order batch, id, value) in one round trip; false, with the rows not to be
+ * kept (roll back), when the import is not at `start`. A duplicate key is INVALID_INPUT for the
+ * range (the caller may name the row). With `asynchronous`, the transaction (which the caller must
+ * own) commits without waiting for its WAL flush where the dialect can (see `commitSetting`).
  */
-export async function copyAdvancing(tx: EntityManager, batch: string, digest: string, start: number, rows: CopyRows, asynchronous = false): Promise<boolean> {
+export async function copyAdvancing(
+  tx: EntityManager,
+  batch: string,
+  digest: string,
+  start: number,
+  rows: CopyRows,
+  asynchronous = false,
+  binary = false,
+): Promise<boolean> {
   const dialect = sqlOf(tx);
   try {
     const before = [...commitSetting(tx, asynchronous), assertingAdvance(tx, batch, digest, start, start + rows.rows)];
-    await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, { before });
+    await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, { before, binary });
     return true;
   } catch (error) {
     if (errorCodes(error).includes(NOT_AT_START)) return false;
@@ -240,7 +248,7 @@ export const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [], prepare: 
  * one round trip (with `asynchronous`, a COMMIT that does not wait for the WAL flush). False,
  * nothing kept, when the import is not at `start`. On any error the transaction is rolled back
  * and the error raised as `copyAdvancing` raises it. `pipelined`: see `CopyAround.proceed` (an
- * abandoned chunk raises `AbandonedPipeline`, rolled back).
+ * abandoned chunk raises `AbandonedPipeline`, rolled back) and `CopyAround.binary`.
  */
 export async function copyTransaction(
   runner: QueryRunner,
@@ -249,7 +257,7 @@ export async function copyTransaction(
   start: number,
   rows: CopyRows,
   asynchronous = false,
-  pipelined: Pick<CopyAround, 'proceed' | 'onSent'> = {},
+  pipelined: Pick<CopyAround, 'proceed' | 'onSent' | 'binary'> = {},
 ): Promise<boolean> {
   const tx = runner.manager;
   const dialect = sqlOf(tx);
