@@ -155,6 +155,31 @@ describe('importFile fast paths', () => {
       expect(new Map(await values(ds, 'special-plain'))).to.deep.equal(new Map(expected));
     });
 
+    if (DRIVER === 'postgres') {
+      it('writes lab chunks on PostgreSQL as binary COPY, storing the ids and values COPY text stored', async () => {
+        const copies: string[] = [];
+        const logged = await database.open({
+          logger: {
+            logQuery: (query: string) => void (query.startsWith('COPY') && copies.push(query)),
+            logQueryError() {},
+            logQuerySlow() {},
+            logSchemaBuild() {},
+            logMigration() {},
+            log() {},
+          },
+        });
+        const ids = ['back\\slash', 'tab\there', '\\N', '\\.', 'ü€😀', ' spaced ', 'é'.repeat(512), 'x'];
+        const numbers = ['-0', '007', '-9007199254740991', '9007199254740991', '12', '-3', '0', '-4294967297'];
+        const path = join(dir, 'binary-plain.csv');
+        writeFileSync(path, `id,value\n${ids.map((id, i) => `${id},${numbers[i]}`).join('\n')}\n`);
+        expect(await importFile(logged, 'binary-plain', path, { size: 3 })).to.include({ nextIndex: ids.length, done: true });
+        expect(copies).to.have.length(3);
+        expect(copies.every((sql) => /\(FORMAT binary\)$/.test(sql)), copies.join('\n')).to.equal(true);
+        const expected = ids.map((id, i): [string, number] => [id, Number(numbers[i]) + 0]);
+        expect(new Map(await values(ds, 'binary-plain'))).to.deep.equal(new Map(expected));
+      });
+    }
+
     it('checks quote-free rows in place as the slow path would: INVALID_INPUT at the row, nothing written', async () => {
       const rows = Array.from({ length: 3000 }, (_, i) => `r${i},${i}`);
       const cases: [string, string][] = [
