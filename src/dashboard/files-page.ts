@@ -104,6 +104,16 @@ export async function loadThroughput(ctx: PageContext): Promise<Throughput> {
   return { bucketMs: MINUTE, from, completed };
 }
 
+/** DataSources seen with file_checkpoint_urls (a catalogue query per search would cost more than the search). */
+const withUrlsTable = new WeakSet<object>();
+
+async function searchesUrlsTable(ctx: PageContext): Promise<boolean> {
+  if (withUrlsTable.has(ctx.dataSource)) return true;
+  const found = await read(ctx, (_, manager) => manager.queryRunner!.hasTable(URLS_TABLE));
+  if (found) withUrlsTable.add(ctx.dataSource);
+  return found;
+}
+
 export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promise<FilesData> {
   const { state: status, ...rest } = listFilters(query, 'status', FILE_STATUSES, 'all');
   const filters = { status, ...rest };
@@ -113,7 +123,7 @@ export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promi
   if (filters.status === 'dead') conditions.add(`${q('retry_count')} >= ${q('max_retries')}`);
   // Keyset by the primary key, the URL's hash: a URL may be too long for an index of its own
   // (migration 1764720000000), so the list is in hash order and `after` is the last row's hash.
-  if (filters.q !== '' && (await read(ctx, (_, manager) => manager.queryRunner!.hasTable(URLS_TABLE)))) {
+  if (filters.q !== '' && (await searchesUrlsTable(ctx))) {
     // PostgreSQL (migration 1765238400000): the URLs' trigram index is on the table of URLs,
     // written once per file, so that claims and completions add no entries to it.
     conditions.add(
