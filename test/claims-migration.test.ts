@@ -116,6 +116,11 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
       await new ClaimOrderIndex1765152000000().up(runner);
       await new CheaperFileUpdates1765238400000().up(runner);
       expect(await fileCheckpointDiff(ds)).to.deep.equal([]);
+      if (DRIVER === 'postgres') {
+        // The URL search's table is filled from the rows already there.
+        const urls = (await ds.query("SELECT file_url FROM file_checkpoint_urls WHERE file_url LIKE 'old/%'")) as { file_url: string }[];
+        expect(urls.map((row) => row.file_url).sort()).to.deep.equal(['old/failed.csv', 'old/é.csv']);
+      }
       const kept = (await manager.get('old/é.csv'))!;
       expect(kept).to.include({ status: 'pending', fileType: 't' });
       expect(kept.createdAt.getTime()).to.equal(1);
