@@ -411,20 +411,22 @@ describe(`dashboard indexes (${DRIVER})`, function () {
     const [first, second, third] = await manager.claimNext(3, { fileType: 'idx' });
     await manager.completeFile(first.fileUrl, { totalRows: 1, filteredRows: 0, persistedRows: 1, durationMs: 1 });
     await manager.failFile(second.fileUrl, 'boom');
+    // A file first seen by a claim: inserted by the claim's own statement.
+    expect(await manager.claimFile('idx/five.csv', 'idx', new Date(1))).to.equal(true);
     const base = await start();
     const files = await json<FilesData>(`${base}/api/files`);
-    expect(files.counts).to.include({ all: 4, pending: 1, processing: 1, completed: 1, failed: 1 });
+    expect(files.counts).to.include({ all: 5, pending: 1, processing: 2, completed: 1, failed: 1 });
     expect(files.throughput.completed.reduce((sum, n) => sum + n, 0)).to.equal(1);
-    for (const file of [first, second, third]) {
+    for (const file of [first, second, third, { fileUrl: 'idx/five.csv' }]) {
       const found = await json<FilesData>(`${base}/api/files?q=${encodeURIComponent(file.fileUrl.slice(4, 8))}`);
       expect(found.items.map((f) => f.url)).to.deep.equal([file.fileUrl]);
     }
     if (DRIVER !== 'postgres') return;
     // PostgreSQL: the URLs (and their trigram index) live in a table written once per file, kept in step by triggers.
     const urlRows = () => count(db.ds, "SELECT COUNT(*) FROM file_checkpoint_urls WHERE file_url LIKE 'idx/%'");
-    expect(await urlRows()).to.equal(4);
+    expect(await urlRows()).to.equal(5);
     await db.ds.query("DELETE FROM file_checkpoints WHERE file_url = 'idx/four.csv'");
-    expect(await urlRows()).to.equal(3);
+    expect(await urlRows()).to.equal(4);
     expect((await json<FilesData>(`${base}/api/files?q=four`)).items).to.deep.equal([]);
     const predicates = (await db.ds.query(
       "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'file_checkpoints' AND indexname IN ('IDX_file_checkpoints_open_status', 'IDX_file_checkpoints_completed') ORDER BY indexname",
