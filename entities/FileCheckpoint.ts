@@ -17,12 +17,15 @@ export function claimableIndexPredicate(quote: (column: string) => string = (col
   return `${quote('status')} = 'pending' OR (${quote('status')} IN ('failed', 'processing') AND ${quote('retry_count')} < ${quote('max_retries')})`;
 }
 
+/** The status index holds open files only: a completion, the commonest update, adds no entry to it. */
+export const OPEN_STATUS_INDEX_PREDICATE = `"status" <> 'completed'`;
+/** The completed_at index holds completed files only: a claim adds no entry to it. */
+export const COMPLETED_INDEX_PREDICATE = `"status" = 'completed'`;
+
 @Entity('file_checkpoints')
-@Index('IDX_file_checkpoints_status', ['status'])
+@Index('IDX_file_checkpoints_open_status', ['status'], { where: OPEN_STATUS_INDEX_PREDICATE })
 @Index('IDX_file_checkpoints_claim_order', ['createdAt', 'urlHash'], { where: claimableIndexPredicate() })
-@Index('IDX_file_checkpoints_completed_at', ['completedAt'])
-// PostgreSQL with pg_trgm only (a GIN index the migration makes where it can): never synchronised.
-@Index('IDX_file_checkpoints_file_url_trgm', { synchronize: false })
+@Index('IDX_file_checkpoints_completed', ['completedAt'], { where: COMPLETED_INDEX_PREDICATE })
 export class FileCheckpoint {
   /**
    * The key: SHA-256 of the URL's UTF-8 bytes in lowercase hex. Long URLs exceed what MySQL (3,072

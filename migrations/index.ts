@@ -7,6 +7,7 @@ import { DashboardIndexes1764892800000 } from './1764892800000-DashboardIndexes'
 import { ImportProgress1764979200000 } from './1764979200000-ImportProgress';
 import { DashboardSearchIndexes1765065600000 } from './1765065600000-DashboardSearchIndexes';
 import { ClaimOrderIndex1765152000000 } from './1765152000000-ClaimOrderIndex';
+import { CheaperFileUpdates1765238400000 } from './1765238400000-CheaperFileUpdates';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -19,4 +20,5 @@ export const checkpointMigrations = [
   ImportProgress1764979200000,
   DashboardSearchIndexes1765065600000,
   ClaimOrderIndex1765152000000,
+  CheaperFileUpdates1765238400000,
 ];

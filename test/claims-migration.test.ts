@@ -5,6 +5,7 @@ import { FileCheckpoints1764547200000 } from '../migrations/1764547200000-FileCh
 import { LongFileUrls1764720000000 } from '../migrations/1764720000000-LongFileUrls';
 import { DashboardIndexes1764892800000 } from '../migrations/1764892800000-DashboardIndexes';
 import { ClaimOrderIndex1765152000000 } from '../migrations/1765152000000-ClaimOrderIndex';
+import { CheaperFileUpdates1765238400000 } from '../migrations/1765238400000-CheaperFileUpdates';
 import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
 
 const FUNCTIONS = [
@@ -56,14 +57,17 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     // The later migrations that index file_checkpoints (the dashboard's, the claim order) run after these two.
     const indexed = new DashboardIndexes1764892800000();
     const ordered = new ClaimOrderIndex1765152000000();
+    const cheaper = new CheaperFileUpdates1765238400000();
     const migration = {
       up: async (runner: QueryRunner) => {
         await created.up(runner);
         await upgraded.up(runner);
         await indexed.up(runner);
         await ordered.up(runner);
+        await cheaper.up(runner);
       },
       down: async (runner: QueryRunner) => {
+        await cheaper.down(runner);
         await ordered.down(runner);
         await indexed.down(runner);
         await upgraded.down(runner);
@@ -97,6 +101,8 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     const runner = ds.createQueryRunner();
     const manager = new CheckpointManager(ds);
     try {
+      // Migrations revert latest first: the one after it, then it.
+      await new CheaperFileUpdates1765238400000().down(runner);
       await upgraded.down(runner);
       expect((await runner.getTable('file_checkpoints'))!.findColumnByName('url_hash')).to.equal(undefined);
       await ds.query(
@@ -108,7 +114,13 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
       // The migrations after it, as migration:run would.
       await new DashboardIndexes1764892800000().up(runner);
       await new ClaimOrderIndex1765152000000().up(runner);
+      await new CheaperFileUpdates1765238400000().up(runner);
       expect(await fileCheckpointDiff(ds)).to.deep.equal([]);
+      if (DRIVER === 'postgres') {
+        // The URL search's table is filled from the rows already there.
+        const urls = (await ds.query("SELECT file_url FROM file_checkpoint_urls WHERE file_url LIKE 'old/%'")) as { file_url: string }[];
+        expect(urls.map((row) => row.file_url).sort()).to.deep.equal(['old/failed.csv', 'old/é.csv']);
+      }
       const kept = (await manager.get('old/é.csv'))!;
       expect(kept).to.include({ status: 'pending', fileType: 't' });
       expect(kept.createdAt.getTime()).to.equal(1);

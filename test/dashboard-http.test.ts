@@ -11,6 +11,7 @@ import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
 import { countCell, formatCount, formatRate, formatTime, rateCell, timeCell } from '../src/dashboard/layout';
 import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
+import { CheaperFileUpdates1765238400000 } from '../migrations/1765238400000-CheaperFileUpdates';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, useDashboardServers } from './support/dashboard-state';
 
 describe(`dashboard over HTTP (${DRIVER})`, function () {
@@ -401,6 +402,42 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
 
 describe(`dashboard indexes (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_indexes');
+  const { start, json } = useDashboardServers(() => db.ds);
+
+  it('counts and searches files in every status from the indexes that updates of a file leave alone', async () => {
+    const manager = new CheckpointManager(db.ds);
+    const urls = ['idx/one.csv', 'idx/two.csv', 'idx/three.csv', 'idx/four.csv'];
+    await manager.register(urls.map((fileUrl) => ({ fileUrl, fileType: 'idx', fileTimestamp: new Date(1) })));
+    const [first, second, third] = await manager.claimNext(3, { fileType: 'idx' });
+    await manager.completeFile(first.fileUrl, { totalRows: 1, filteredRows: 0, persistedRows: 1, durationMs: 1 });
+    await manager.failFile(second.fileUrl, 'boom');
+    // A file first seen by a claim: inserted by the claim's own statement.
+    expect(await manager.claimFile('idx/five.csv', 'idx', new Date(1))).to.equal(true);
+    const base = await start();
+    const files = await json<FilesData>(`${base}/api/files`);
+    expect(files.counts).to.include({ all: 5, pending: 1, processing: 2, completed: 1, failed: 1 });
+    expect(files.throughput.completed.reduce((sum, n) => sum + n, 0)).to.equal(1);
+    for (const file of [first, second, third, { fileUrl: 'idx/five.csv' }]) {
+      const found = await json<FilesData>(`${base}/api/files?q=${encodeURIComponent(file.fileUrl.slice(4, 8))}`);
+      expect(found.items.map((f) => f.url)).to.deep.equal([file.fileUrl]);
+    }
+    if (DRIVER !== 'postgres') return;
+    // PostgreSQL: the URLs (and their trigram index) live in a table written once per file, kept in step by triggers.
+    const urlRows = () => count(db.ds, "SELECT COUNT(*) FROM file_checkpoint_urls WHERE file_url LIKE 'idx/%'");
+    expect(await urlRows()).to.equal(5);
+    await db.ds.query("DELETE FROM file_checkpoints WHERE file_url = 'idx/four.csv'");
+    expect(await urlRows()).to.equal(4);
+    expect((await json<FilesData>(`${base}/api/files?q=four`)).items).to.deep.equal([]);
+    const predicates = (await db.ds.query(
+      "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'file_checkpoints' AND indexname IN ('IDX_file_checkpoints_open_status', 'IDX_file_checkpoints_completed') ORDER BY indexname",
+    )) as { indexname: string; indexdef: string }[];
+    expect(predicates.map((row) => [row.indexname, /WHERE (.*)$/.exec(row.indexdef)?.[1]])).to.deep.equal([
+      ['IDX_file_checkpoints_completed', "((status)::text = 'completed'::text)"],
+      ['IDX_file_checkpoints_open_status', "((status)::text <> 'completed'::text)"],
+    ]);
+    await db.ds.query('TRUNCATE file_checkpoints');
+    expect(await count(db.ds, 'SELECT COUNT(*) FROM file_checkpoint_urls')).to.equal(0);
+  });
 
   it('indexes range states everywhere and, on PostgreSQL with pg_trgm, file URLs by trigrams; running the migration again changes nothing', async () => {
     const indexNames = async () => {
@@ -408,7 +445,9 @@ describe(`dashboard indexes (${DRIVER})`, function () {
       try {
         return {
           ranges: (await runner.getTable('checkpoint_partitions'))!.indices.map((index) => index.name),
-          trigrams: DRIVER === 'postgres' ? await count(db.ds, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'IDX_file_checkpoints_file_url_trgm'") : 0,
+          trigrams: DRIVER === 'postgres' ? await count(db.ds, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'IDX_file_checkpoint_urls_file_url_trgm'") : 0,
+          // Moved to file_checkpoint_urls by migration 1765238400000: updates of files add no trigram entries.
+          fileTrigrams: DRIVER === 'postgres' ? await count(db.ds, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'IDX_file_checkpoints_file_url_trgm'") : 0,
         };
       } finally {
         await runner.release();
@@ -418,9 +457,11 @@ describe(`dashboard indexes (${DRIVER})`, function () {
     expect(before.ranges).to.include('IDX_checkpoint_partitions_status');
     // This machine's PostgreSQL has pg_trgm; the migration leaves the index out only where it is not available.
     expect(before.trigrams).to.equal(DRIVER === 'postgres' ? 1 : 0);
+    expect(before.fileTrigrams).to.equal(0);
     const runner = db.ds.createQueryRunner();
     try {
       await new DashboardSearchIndexes1765065600000().up(runner);
+      await new CheaperFileUpdates1765238400000().up(runner);
     } finally {
       await runner.release();
     }

@@ -1,4 +1,4 @@
-import { keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
+import { containsPattern, keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { Conditions, type ListFilters, listFilters } from './list-query';
 import { type Html, html } from './html';
 import { backPath, CURRENT_PAGE, ERROR_CHARS, formatCount, formatDuration, formatTime, layout, NO_VALUE, pager, type View } from './layout';
@@ -9,6 +9,8 @@ export const FILE_STATUSES = ['all', 'pending', 'processing', 'completed', 'fail
 export type FileTab = (typeof FILE_STATUSES)[number];
 const MINUTE = 60_000;
 const HOUR_BUCKETS = 60;
+/** file_checkpoints' URLs, where the URL search's index lives (PostgreSQL). */
+const URLS_TABLE = 'file_checkpoint_urls';
 
 /** Counts by status; `failed` includes the dead letters, `dead` is that subset (as `summary()`). */
 export interface FileCounts {
@@ -50,11 +52,19 @@ export interface FilesData {
   next: string | null;
 }
 
-/** Counts by status, dead letters and expired leases: each a query the status index answers. */
+/**
+ * Counts by status, dead letters and expired leases, each from an index: open files from the
+ * partial status index, completed ones from the completed index (migration 1765238400000).
+ */
 export async function loadFileCounts(ctx: PageContext): Promise<FileCounts> {
   const q = (name: string) => ctx.dialect.quote(name);
   return read(ctx, async (query) => {
-    const byStatus = await query(`SELECT ${q('status')}, COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} GROUP BY ${q('status')}`, []);
+    const open = await query(
+      `SELECT ${q('status')}, COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} WHERE ${q('status')} <> 'completed' GROUP BY ${q('status')}`,
+      [],
+    );
+    const completed = await query(`SELECT COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} WHERE ${q('status')} = 'completed'`, []);
+    const byStatus = [...open, { status: 'completed', n: completed[0]?.n }];
     const dead = await query(
       `SELECT COUNT(*) AS ${q('n')} FROM ${q('file_checkpoints')} WHERE ${q('status')} = ? AND ${q('retry_count')} >= ${q('max_retries')}`,
       ['failed'],
@@ -82,7 +92,7 @@ export async function loadThroughput(ctx: PageContext): Promise<Throughput> {
   const rows = await read(ctx, (query) =>
     query(
       `SELECT ${bucket} AS ${q('bucket')}, COUNT(*) AS ${q('n')} FROM ` +
-        `(SELECT ${q('completed_at')} - ? AS ${q('o')} FROM ${q('file_checkpoints')} WHERE ${q('completed_at')} >= ?) ${q('recent')} GROUP BY ${bucket}`,
+        `(SELECT ${q('completed_at')} - ? AS ${q('o')} FROM ${q('file_checkpoints')} WHERE ${q('status')} = 'completed' AND ${q('completed_at')} >= ?) ${q('recent')} GROUP BY ${bucket}`,
       [from, from],
     ),
   );
@@ -94,6 +104,16 @@ export async function loadThroughput(ctx: PageContext): Promise<Throughput> {
   return { bucketMs: MINUTE, from, completed };
 }
 
+/** DataSources seen with file_checkpoint_urls (a catalogue query per search would cost more than the search). */
+const withUrlsTable = new WeakSet<object>();
+
+async function searchesUrlsTable(ctx: PageContext): Promise<boolean> {
+  if (withUrlsTable.has(ctx.dataSource)) return true;
+  const found = await read(ctx, (_, manager) => manager.queryRunner!.hasTable(URLS_TABLE));
+  if (found) withUrlsTable.add(ctx.dataSource);
+  return found;
+}
+
 export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promise<FilesData> {
   const { state: status, ...rest } = listFilters(query, 'status', FILE_STATUSES, 'all');
   const filters = { status, ...rest };
@@ -103,7 +123,15 @@ export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promi
   if (filters.status === 'dead') conditions.add(`${q('retry_count')} >= ${q('max_retries')}`);
   // Keyset by the primary key, the URL's hash: a URL may be too long for an index of its own
   // (migration 1764720000000), so the list is in hash order and `after` is the last row's hash.
-  conditions.searchAndAfter(ctx, 'file_url', 'url_hash', filters);
+  if (filters.q !== '' && (await searchesUrlsTable(ctx))) {
+    // PostgreSQL (migration 1765238400000): the URLs' trigram index is on the table of URLs,
+    // written once per file, so that claims and completions add no entries to it.
+    conditions.add(
+      `${q('url_hash')} IN (SELECT ${q('url_hash')} FROM ${q(URLS_TABLE)} WHERE ${q('file_url')} LIKE ? ESCAPE '!')`,
+      containsPattern(filters.q),
+    );
+    conditions.searchAndAfter(ctx, 'file_url', 'url_hash', { q: '', after: filters.after });
+  } else conditions.searchAndAfter(ctx, 'file_url', 'url_hash', filters);
   const columns = ['url_hash', 'file_url', 'file_type', 'status', 'retry_count', 'max_retries', 'processed_by', 'lease_expires_at', 'started_at', 'completed_at', 'records_total', 'records_persisted', 'processing_time_ms'];
   const rows = await read(ctx, (query) =>
     query(
