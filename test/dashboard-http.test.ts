@@ -9,7 +9,7 @@ import type { ImportsData } from '../src/dashboard/imports-page';
 import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
-import { countCell, formatCount, formatRate, formatTime, rateCell, timeCell } from '../src/dashboard/layout';
+import { countCell, formatCount, formatRate, formatTime, queryValue, rateCell, timeCell } from '../src/dashboard/layout';
 import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, useDashboardServers } from './support/dashboard-state';
 
@@ -445,6 +445,22 @@ describe('dashboard formatting', function () {
     }
     for (const ms of [0, -1, 1_796_121_380_218, -62_162_035_200_001, 8.64e15]) expect(timeCell(ms).text, String(ms)).to.equal(html`${formatTime(ms)}`.text);
     for (const none of [countCell(null), rateCell(null), timeCell(null)]) expect(none.text).to.equal(html`${'—'}`.text);
+  });
+
+  it('formatRate writes a rate under 100 to the nearest tenth, with one decimal', () => {
+    for (let i = 0; i < 5000; i++) {
+      const rate = ((i * 7919) % 100_000) / 1000 + i / 1e7;
+      const text = formatRate(rate);
+      expect(text, String(rate)).to.match(/^\d+\.\d\/s$/);
+      expect(Math.abs(Number(text.slice(0, -2)) - rate), String(rate)).to.be.at.most(0.05 + 1e-9);
+    }
+    expect([formatRate(0), formatRate(99.94), formatRate(99.96), formatRate(1234.5)]).to.deep.equal(['0.0/s', '99.9/s', '100.0/s', '1235/s']);
+  });
+
+  it('queryValue encodes as encodeURIComponent does', () => {
+    for (const value of ['job-000001', "a.b_c~d!e*f'(g)", 'a b', 'a&b=c?d#e/f', '<é—😀>', '%41', '+']) {
+      expect(queryValue(value), value).to.equal(encodeURIComponent(value));
+    }
   });
 });
 
