@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
 import { type BeforeQueryEvent, DataSource, type EntitySubscriberInterface, QueryFailedError } from 'typeorm';
 import { checkpointEntities, CheckpointManager, createDashboard, type DashboardOptions, dataSourceOptionsFromUrl, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
-import { readRowsDirectly } from '../src/dialect/sqlite-read-rows';
+import { readRowsDirectly, rowMaker } from '../src/dialect/sqlite-read-rows';
+import { execFileSync } from 'node:child_process';
 import { SqlLog } from './support/sql-log';
 import type { ImportsData } from '../src/dashboard/imports-page';
 import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
@@ -128,8 +129,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
       }
       expect(read()).to.deep.equal([]);
       expect(readRowsDirectly(logged, 'SELECT 1 AS "one", ? AS "two"', [true])).to.deep.equal([{ one: 1, two: 1 }]);
+      const [odd] = readRowsDirectly(logged, `SELECT 1 AS "__proto__", 2 AS "a'}""\\", 3 AS "constructor"`, [])!;
+      expect(Object.getPrototypeOf(odd)).to.equal(Object.prototype);
+      expect(Object.entries(odd)).to.deep.equal([['__proto__', 1], ['a\'}"\\', 2], ['constructor', 3]]);
       expect(() => readRowsDirectly(logged, 'SELECT "nope" FROM "no_such_table"', [])).to.throw(QueryFailedError);
-      expect(log.queries.map((query) => query.sql)).to.have.length(3);
+      expect(log.queries.map((query) => query.sql)).to.have.length(4);
       expect(errors).to.have.length(1);
     } finally {
       await logged.destroy();
@@ -426,6 +430,30 @@ describe(`dashboard indexes (${DRIVER})`, function () {
       await runner.release();
     }
     expect(await indexNames()).to.deep.equal(before);
+  });
+});
+
+describe('dashboard: SQLite row objects', function () {
+  // Names that would break or change generated code if spliced into it unescaped, and __proto__.
+  const NAMES = ['__proto__', 'a"b', "c'd", 'e\\', '}; globalThis.pwned = 1; ({', '\u2028', 'x', 'x', 'constructor', ''];
+  const VALUES = [{ polluted: true }, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+  const EXPECTED = [['__proto__', { polluted: true }], ['a"b', 1], ["c'd", 2], ['e\\', 3], ['}; globalThis.pwned = 1; ({', 4], ['\u2028', 5], ['x', 7], ['constructor', 8], ['', 9]];
+
+  it('makes a plain object of each name as data: own __proto__, last of a repeated name, no code run', function () {
+    const row = rowMaker(NAMES)(VALUES);
+    expect(Object.getPrototypeOf(row)).to.equal(Object.prototype);
+    expect(Object.entries(row)).to.deep.equal(EXPECTED);
+    expect((row as { polluted?: unknown }).polluted).to.equal(undefined);
+    expect((globalThis as { pwned?: unknown }).pwned).to.equal(undefined);
+  });
+
+  it('makes the same objects where code cannot be generated from strings', function () {
+    const script = `const { rowMaker } = require(${JSON.stringify(require.resolve('../src/dialect/sqlite-read-rows'))});
+      let generated = true; try { new Function('return 1'); } catch { generated = false; }
+      const row = rowMaker(${JSON.stringify(NAMES)})(${JSON.stringify(VALUES)});
+      process.stdout.write(JSON.stringify({ generated, proto: Object.getPrototypeOf(row) === Object.prototype, entries: Object.entries(row) }));`;
+    const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', '-r', 'ts-node/register/transpile-only', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).to.deep.equal({ generated: false, proto: true, entries: EXPECTED });
   });
 });
 
