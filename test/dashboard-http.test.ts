@@ -3,13 +3,15 @@ import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
 import { type BeforeQueryEvent, DataSource, type EntitySubscriberInterface, QueryFailedError } from 'typeorm';
 import { checkpointEntities, CheckpointManager, createDashboard, type DashboardOptions, dataSourceOptionsFromUrl, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
-import { readRowsDirectly } from '../src/dialect/sqlite-read-rows';
+import { readRowsDirectly, rowMaker } from '../src/dialect/sqlite-read-rows';
+import { execFileSync } from 'node:child_process';
 import { SqlLog } from './support/sql-log';
 import type { ImportsData } from '../src/dashboard/imports-page';
 import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
-import { countCell, formatCount, formatRate, formatTime, rateCell, timeCell } from '../src/dashboard/layout';
+import { countCell, formatCount, formatRate, formatTime, queryValue, rateCell, timeCell } from '../src/dashboard/layout';
+import { requestTarget } from '../src/dashboard/create-dashboard';
 import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
 import { CheaperFileUpdates1765238400000 } from '../migrations/1765238400000-CheaperFileUpdates';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, useDashboardServers } from './support/dashboard-state';
@@ -128,8 +130,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
       }
       expect(read()).to.deep.equal([]);
       expect(readRowsDirectly(logged, 'SELECT 1 AS "one", ? AS "two"', [true])).to.deep.equal([{ one: 1, two: 1 }]);
+      const [odd] = readRowsDirectly(logged, `SELECT 1 AS "__proto__", 2 AS "a'}""\\", 3 AS "constructor"`, [])!;
+      expect(Object.getPrototypeOf(odd)).to.equal(Object.prototype);
+      expect(Object.entries(odd)).to.deep.equal([['__proto__', 1], ['a\'}"\\', 2], ['constructor', 3]]);
       expect(() => readRowsDirectly(logged, 'SELECT "nope" FROM "no_such_table"', [])).to.throw(QueryFailedError);
-      expect(log.queries.map((query) => query.sql)).to.have.length(3);
+      expect(log.queries.map((query) => query.sql)).to.have.length(4);
       expect(errors).to.have.length(1);
     } finally {
       await logged.destroy();
@@ -469,6 +474,30 @@ describe(`dashboard indexes (${DRIVER})`, function () {
   });
 });
 
+describe('dashboard: SQLite row objects', function () {
+  // Names that would break or change generated code if spliced into it unescaped, and __proto__.
+  const NAMES = ['__proto__', 'a"b', "c'd", 'e\\', '}; globalThis.pwned = 1; ({', '\u2028', 'x', 'x', 'constructor', ''];
+  const VALUES = [{ polluted: true }, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+  const EXPECTED = [['__proto__', { polluted: true }], ['a"b', 1], ["c'd", 2], ['e\\', 3], ['}; globalThis.pwned = 1; ({', 4], ['\u2028', 5], ['x', 7], ['constructor', 8], ['', 9]];
+
+  it('makes a plain object of each name as data: own __proto__, last of a repeated name, no code run', function () {
+    const row = rowMaker(NAMES)(VALUES);
+    expect(Object.getPrototypeOf(row)).to.equal(Object.prototype);
+    expect(Object.entries(row)).to.deep.equal(EXPECTED);
+    expect((row as { polluted?: unknown }).polluted).to.equal(undefined);
+    expect((globalThis as { pwned?: unknown }).pwned).to.equal(undefined);
+  });
+
+  it('makes the same objects where code cannot be generated from strings', function () {
+    const script = `const { rowMaker } = require(${JSON.stringify(require.resolve('../src/dialect/sqlite-read-rows'))});
+      let generated = true; try { new Function('return 1'); } catch { generated = false; }
+      const row = rowMaker(${JSON.stringify(NAMES)})(${JSON.stringify(VALUES)});
+      process.stdout.write(JSON.stringify({ generated, proto: Object.getPrototypeOf(row) === Object.prototype, entries: Object.entries(row) }));`;
+    const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', '-r', 'ts-node/register/transpile-only', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).to.deep.equal({ generated: false, proto: true, entries: EXPECTED });
+  });
+});
+
 describe('dashboard formatting', function () {
   it('formatTime writes UTC to the second as toISOString does, across leap days, centuries and outside years 0–9999', () => {
     const iso = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
@@ -486,6 +515,35 @@ describe('dashboard formatting', function () {
     }
     for (const ms of [0, -1, 1_796_121_380_218, -62_162_035_200_001, 8.64e15]) expect(timeCell(ms).text, String(ms)).to.equal(html`${formatTime(ms)}`.text);
     for (const none of [countCell(null), rateCell(null), timeCell(null)]) expect(none.text).to.equal(html`${'—'}`.text);
+  });
+
+  it('formatRate writes a rate under 100 to the nearest tenth, with one decimal', () => {
+    for (let i = 0; i < 5000; i++) {
+      const rate = ((i * 7919) % 100_000) / 1000 + i / 1e7;
+      const text = formatRate(rate);
+      expect(text, String(rate)).to.match(/^\d+\.\d\/s$/);
+      expect(Math.abs(Number(text.slice(0, -2)) - rate), String(rate)).to.be.at.most(0.05 + 1e-9);
+    }
+    expect([formatRate(0), formatRate(99.94), formatRate(99.96), formatRate(1234.5)]).to.deep.equal(['0.0/s', '99.9/s', '100.0/s', '1235/s']);
+  });
+
+  it('queryValue encodes as encodeURIComponent does', () => {
+    for (const value of ['job-000001', "a.b_c~d!e*f'(g)", 'a b', 'a&b=c?d#e/f', '<é—😀>', '%41', '+']) {
+      expect(queryValue(value), value).to.equal(encodeURIComponent(value));
+    }
+  });
+
+  it('requestTarget reads a target as the URL parser does, whichever way it takes', () => {
+    const targets = [
+      '/', '/jobs', '/jobs/', '/api/jobs', '/jobs?', '/jobs?state=all&after=x', '/files?status=completed&after=80000',
+      '/jobs//x', '/-x', '/jobs?q=a+b;c=(d)~e`f{}|^[]\\', '/a/../b', '/a/./b', '/jobs?q=a b', '/jobs?q=a#x', '/x%20y',
+      "/jobs?q=%E2%80%94&x='\"<>", '//evil.com/x', '//evil/x', '/jobs?q=é', '/jobs?q=%zz', '/\\x',
+    ];
+    for (const target of targets) {
+      const url = new URL(target, 'http://dashboard.invalid');
+      const read = requestTarget(target);
+      expect([read.pathname, read.search, read.query.toString()], target).to.deep.equal([url.pathname, url.search, url.searchParams.toString()]);
+    }
   });
 });
 

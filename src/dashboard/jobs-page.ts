@@ -1,6 +1,6 @@
 import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { countCell, CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, layout, NO_VALUE, pager, rateCell, timeCell, type View, withQuery } from './layout';
+import { countCell, CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, layout, NO_VALUE, pager, queryValue, rateCell, timeCell, type View, withQuery } from './layout';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 import { hasDeadRange, loadPartitions, type PartitionsView, rangeCommittedSince, renderPartitions } from './partitions-hook';
 
@@ -134,7 +134,7 @@ export function jobState(job: { done: boolean; stalled: boolean }): Html {
 /** The "Reset…" link to the confirmation page (only where writes are allowed). */
 export function resetLink(view: View, name: string): Html {
   // As `href(view, 'jobs/reset', { name })` would write it, without its general case on every row.
-  return view.canWrite ? html`<a class="action" href="${view.base}jobs/reset?name=${encodeURIComponent(name)}">Reset&hellip;</a>` : NO_RESET;
+  return view.canWrite ? html`<a class="action" href="${view.base}jobs/reset?name=${queryValue(name)}">Reset&hellip;</a>` : NO_RESET;
 }
 
 export function stateTabs(view: View, states: readonly string[], current: string, counts?: Record<string, number>): Html {
@@ -152,21 +152,37 @@ export function searchForm(view: View, hidden: Record<string, string>, value: st
   )}<input type="search" name="q" value="${value}" placeholder="${label}" aria-label="${label}"><button type="submit">Search</button></form>`;
 }
 
+/** The Finished cell: the time, else the ETA where there is one. */
+function finishedCell(job: JobView): Html | string {
+  if (job.finishedAt !== null) return timeCell(job.finishedAt);
+  return job.etaMs !== null ? `ETA ${formatDuration(job.etaMs)}` : NO_VALUE;
+}
+
 export function renderJobs(data: JobsData, view: View): Html {
-  const rows = data.items.map(
-    (job) => html`<tr data-kind="${job.kind}">
-<td class="name">${job.name}${job.kind === 'partitioned' ? PARTITIONED : ''}</td>
+  // A batch job's row is one template (its kind and cursor cell written in it): each template and
+  // value is one piece of the page that sending it flattens, and a list repeats them per row.
+  const rows = data.items.map((job) =>
+    job.partitions
+      ? html`<tr data-kind="partitioned">
+<td class="name">${job.name}${PARTITIONED}</td>
 <td>${jobState(job)}</td>
 <td class="num">${countCell(job.items)}</td>
 <td class="num">${countCell(job.batches)}</td>
 <td class="num">${rateCell(job.rate)}</td>
 <td>${timeCell(job.lastCommitAt)}</td>
-<td>${job.finishedAt !== null ? timeCell(job.finishedAt) : job.etaMs !== null ? html`ETA ${formatDuration(job.etaMs)}` : NO_VALUE}</td>
-<td>${
-      job.partitions
-        ? renderPartitions(job.name, job.partitions, view)
-        : html`<code class="json">${job.cursor ?? NO_VALUE}${job.cursorTruncated ? ELLIPSIS : ''}</code>`
-    }</td>
+<td>${finishedCell(job)}</td>
+<td>${renderPartitions(job.name, job.partitions, view)}</td>
+<td>${resetLink(view, job.name)}</td>
+</tr>`
+      : html`<tr data-kind="batch">
+<td class="name">${job.name}</td>
+<td>${jobState(job)}</td>
+<td class="num">${countCell(job.items)}</td>
+<td class="num">${countCell(job.batches)}</td>
+<td class="num">${rateCell(job.rate)}</td>
+<td>${timeCell(job.lastCommitAt)}</td>
+<td>${finishedCell(job)}</td>
+<td><code class="json">${job.cursor ?? NO_VALUE}${job.cursorTruncated ? ELLIPSIS : ''}</code></td>
 <td>${resetLink(view, job.name)}</td>
 </tr>`,
   );

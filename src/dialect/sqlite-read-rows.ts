@@ -13,8 +13,35 @@ interface BetterSqliteDatabase {
 
 interface PreparedRead {
   statement: BetterSqliteStatement;
-  /** The result columns' names, in order: each row's values become a plain object with them. */
-  names: string[];
+  /** Makes one row's values (in result column order) into a plain object keyed by the columns' names. */
+  toRow: (values: unknown[]) => Record<string, unknown>;
+}
+
+/**
+ * A function making a row's values into an object literal of the columns' names: V8 creates each
+ * such object from one boilerplate instead of adding its properties one at a time (for the jobs
+ * page's 51 rows of 9 columns, about as cheap as the raw arrays alone; the loop added ~15%).
+ * The names are data, written as JSON string literals; `__proto__` as a
+ * computed key (a plain key would set the prototype). Where code cannot be generated from strings
+ * (--disallow-code-generation-from-strings, a CSP), the properties are defined one by one.
+ */
+export function rowMaker(names: readonly string[]): (values: unknown[]) => Record<string, unknown> {
+  const properties = names.map((name, index) => {
+    const key = JSON.stringify(name);
+    return `${name === '__proto__' ? `[${key}]` : key}: values[${index}]`;
+  });
+  try {
+    return new Function('values', `'use strict'; return { ${properties.join(', ')} };`) as (values: unknown[]) => Record<string, unknown>;
+  } catch {
+    return (values) => {
+      const row: Record<string, unknown> = {};
+      for (let c = 0; c < names.length; c++) {
+        if (names[c] === '__proto__') Object.defineProperty(row, '__proto__', { value: values[c], enumerable: true, writable: true, configurable: true });
+        else row[names[c]] = values[c];
+      }
+      return row;
+    };
+  }
 }
 
 /** Statements kept per connection, oldest dropped first (as TypeORM's own cache of 100). */
@@ -30,7 +57,7 @@ function prepared(connection: BetterSqliteDatabase, sql: string): PreparedRead |
   let read = cache.get(sql);
   if (read === undefined) {
     const statement = connection.prepare(sql);
-    read = statement.reader ? { statement: statement.raw(true), names: statement.columns().map((column) => column.name) } : null;
+    read = statement.reader ? { statement: statement.raw(true), toRow: rowMaker(statement.columns().map((column) => column.name)) } : null;
     cache.set(sql, read);
     if (cache.size > MAX_STATEMENTS) cache.delete(cache.keys().next().value!);
   }
@@ -40,7 +67,7 @@ function prepared(connection: BetterSqliteDatabase, sql: string): PreparedRead |
 /**
  * Reads the rows of a SELECT on a better-sqlite3 DataSource as TypeORM's `query` would return
  * them — logged to the DataSource's logger first, a failure logged and raised as QueryFailedError —
- * but each row read as an array and made into a plain object here: better-sqlite3 builds row
+ * but each row read as an array and made into a plain object here (see rowMaker): better-sqlite3 builds row
  * objects through its C++ API, which for a page of 50 short rows costs more than the statement.
  * Undefined (nothing run) where TypeORM's own path must stay: another driver, query subscribers
  * (their before/after query events), slow-query logging, or a statement that returns no rows.
@@ -66,14 +93,9 @@ export function readRowsDirectly(dataSource: DataSource, sql: string, parameters
   } catch (error) {
     throw failed(dataSource, sql, bound, error);
   }
-  const { names } = read;
+  const { toRow } = read;
   const rows = new Array<Record<string, unknown>>(values.length);
-  for (let r = 0; r < values.length; r++) {
-    const row: Record<string, unknown> = {};
-    const value = values[r];
-    for (let c = 0; c < names.length; c++) row[names[c]] = value[c];
-    rows[r] = row;
-  }
+  for (let r = 0; r < values.length; r++) rows[r] = toRow(values[r]);
   return rows;
 }
 
