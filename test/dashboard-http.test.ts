@@ -11,7 +11,6 @@ import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { html, raw } from '../src/dashboard/html';
 import { countCell, formatCount, formatRate, formatTime, queryValue, rateCell, timeCell } from '../src/dashboard/layout';
-import { requestTarget } from '../src/dashboard/create-dashboard';
 import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
 import { CheaperFileUpdates1765238400000 } from '../migrations/1765238400000-CheaperFileUpdates';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, useDashboardServers } from './support/dashboard-state';
@@ -530,19 +529,6 @@ describe('dashboard formatting', function () {
   it('queryValue encodes as encodeURIComponent does', () => {
     for (const value of ['job-000001', "a.b_c~d!e*f'(g)", 'a b', 'a&b=c?d#e/f', '<é—😀>', '%41', '+']) {
       expect(queryValue(value), value).to.equal(encodeURIComponent(value));
-    }
-  });
-
-  it('requestTarget reads a target as the URL parser does, whichever way it takes', () => {
-    const targets = [
-      '/', '/jobs', '/jobs/', '/api/jobs', '/jobs?', '/jobs?state=all&after=x', '/files?status=completed&after=80000',
-      '/jobs//x', '/-x', '/jobs?q=a+b;c=(d)~e`f{}|^[]\\', '/a/../b', '/a/./b', '/jobs?q=a b', '/jobs?q=a#x', '/x%20y',
-      "/jobs?q=%E2%80%94&x='\"<>", '//evil.com/x', '//evil/x', '/jobs?q=é', '/jobs?q=%zz', '/\\x',
-    ];
-    for (const target of targets) {
-      const url = new URL(target, 'http://dashboard.invalid');
-      const read = requestTarget(target);
-      expect([read.pathname, read.search, read.query.toString()], target).to.deep.equal([url.pathname, url.search, url.searchParams.toString()]);
     }
   });
 });

@@ -167,29 +167,6 @@ function refusal(req: IncomingMessage, res: ServerResponse, api: boolean, status
 }
 
 /**
- * A request target the URL parser would return as it is: a path of letters, digits, `/`, `-` and
- * `_` (every page's; not `//`, which it would read as a host), and a query of printable ASCII but
- * for what it percent-encodes (space, `"`, `#`, `'`, `<`, `>`).
- */
-const PLAIN_TARGET = /^\/(?:[\w-][\w/-]*)?(?:\?[!$-&(-;=?-~]*)?$/;
-
-/**
- * The path and query of a request target. A plain one is split by hand (the WHATWG URL parser
- * would return it unchanged; it cost more than rendering a page's header); any other goes through
- * the parser, which resolves dot segments and percent-encodes what needs it.
- */
-export function requestTarget(target: string): { pathname: string; search: string; query: URLSearchParams } {
-  if (PLAIN_TARGET.test(target)) {
-    const at = target.indexOf('?');
-    if (at < 0) return { pathname: target, search: '', query: new URLSearchParams() };
-    const search = at === target.length - 1 ? '' : target.slice(at);
-    return { pathname: target.slice(0, at), search, query: new URLSearchParams(search) };
-  }
-  const url = new URL(target, 'http://dashboard.invalid');
-  return { pathname: url.pathname, search: url.search, query: url.searchParams };
-}
-
-/**
  * The dashboard as a Node request handler: mount it under any path in Express or Connect
  * (`app.use('/ops', createDashboard(db))`), or serve it with `node:http` directly.
  * Never expose it without authentication: pass `authorize`, or put it behind your own.
@@ -209,9 +186,9 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
 
   return async (req, res, next) => {
     try {
-      const url = requestTarget(req.url ?? '/');
+      const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
       // Parsed again only when a framework rewrote req.url (Express's originalUrl keeps the mount point).
-      const originalPath = req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : requestTarget(req.originalUrl).pathname;
+      const originalPath = req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : new URL(req.originalUrl, 'http://dashboard.invalid').pathname;
       // The mount point itself without its slash: relative links need it, so redirect.
       if (url.pathname === '/' && !originalPath.endsWith('/')) {
         res.statusCode = 302;
@@ -219,7 +196,7 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
         res.end();
         return;
       }
-      const path = url.pathname.slice(1, url.pathname.length > 1 && url.pathname.endsWith('/') ? -1 : undefined);
+      const path = url.pathname.replace(/^\//, '').replace(/\/$/, '');
       const api = path === 'api' || path.startsWith('api/');
       const pagePath = api ? (path === 'api/overview' || path === 'api' ? '' : path.slice(4)) : path;
       const method = req.method ?? 'GET';
@@ -234,14 +211,14 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
 
       const access = options.authorize ? toAccess(await options.authorize(req)) : 'write';
       const base = `${(req.baseUrl ?? '').replace(/\/$/, '')}/`;
-      const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.query };
+      const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.searchParams };
       if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
 
       if (isRead) {
         const asset = api ? undefined : ASSETS[path];
         if (asset) return send(res, 200, asset.type, asset.body, { 'Cache-Control': 'public, max-age=300' });
         const found = PAGES[pagePath];
-        const data = await found.load(pageContext(db), url.query);
+        const data = await found.load(pageContext(db), url.searchParams);
         if (api) return sendJson(res, 200, data);
         return sendPage(res, 200, found.render(data, view));
       }
