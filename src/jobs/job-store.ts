@@ -128,16 +128,23 @@ function jobUpdateSql(dialect: Dialect, columns: string[], unchanged = false): s
   return dialect.sql(`UPDATE ${q(TABLE)} SET ${assignments} WHERE ${q('name')} = ?${guard}`);
 }
 
+/** The job row's update: `values`, `updated_at`; with `unchanged`, only while the row is as it says. */
+function jobUpdate(
+  dialect: Dialect,
+  name: string,
+  values: Record<string, unknown>,
+  unchanged?: { cursor: string; batches: number },
+): { sql: string; parameters: unknown[] } {
+  const entries = Object.entries(values);
+  const parameters = [...entries.map(([, value]) => dialect.bindable(value)), Date.now(), name];
+  if (unchanged) parameters.push(unchanged.cursor, unchanged.batches);
+  return { sql: jobUpdateSql(dialect, entries.map(([column]) => column), unchanged !== undefined), parameters };
+}
+
 /** Sets columns of one job row; `updated_at` is always refreshed. */
 export async function updateJob(tx: EntityManager, name: string, values: Record<string, unknown>): Promise<void> {
-  const dialect = dialectOf(dataSourceOf(tx));
-  const entries = Object.entries(values);
-  await run(
-    tx,
-    jobUpdateSql(dialect, entries.map(([column]) => column)),
-    [...entries.map(([, value]) => dialect.bindable(value)), Date.now(), name],
-    `updating job "${name}"`,
-  );
+  const { sql, parameters } = jobUpdate(dialectOf(dataSourceOf(tx)), name, values);
+  await run(tx, sql, parameters, `updating job "${name}"`);
 }
 
 /**
@@ -153,17 +160,11 @@ export async function updateJobUnchanged(
   unchanged: { cursor: string; batches: number },
 ): Promise<boolean> {
   const dialect = dialectOf(dataSourceOf(tx));
-  const entries = Object.entries(values);
-  const what = `updating job "${name}"`;
+  const { sql, parameters } = jobUpdate(dialect, name, values, unchanged);
   try {
-    const { affected } = await dialect.execute(
-      tx.queryRunner!,
-      jobUpdateSql(dialect, entries.map(([column]) => column), true),
-      [...entries.map(([, value]) => dialect.bindable(value)), Date.now(), name, unchanged.cursor, unchanged.batches],
-    );
-    return affected === 1;
+    return (await dialect.execute(tx.queryRunner!, sql, parameters)).affected === 1;
   } catch (error) {
-    throw ownStatementError(error, what);
+    throw ownStatementError(error, `updating job "${name}"`);
   }
 }
 
