@@ -535,6 +535,28 @@ describe(`manager.work() (${DRIVER})`, function () {
         }
       });
 
+      it('a claim sent with a commit is planned once per connection (a generic plan), not at every run', async () => {
+        const manager = new CheckpointManager(ds);
+        const queue = files('generic-claim', 30);
+        await manager.register(queue);
+        const plans: { generic: number; custom: number }[] = [];
+        const worker = manager.work(
+          async (file, tx) => {
+            await tx!.query(insert, [file.fileUrl, file.claimToken]);
+            // The handler's connection is the one the claims after each commit ran on.
+            const rows = (await tx!.query(
+              "SELECT generic_plans AS generic, custom_plans AS custom FROM pg_prepared_statements WHERE name LIKE 'typeorm\\_checkpoint\\_pipeline\\_%' AND statement LIKE 'WITH picked AS%'",
+            )) as { generic: string; custom: string }[];
+            for (const row of rows) plans.push({ generic: Number(row.generic), custom: Number(row.custom) });
+            return STATS;
+          },
+          { fileType: 'generic-claim', batchSize: 5, commitEvery: 5, drain: true },
+        );
+        expect(await worker.done).to.include({ processed: 30, failed: 0 });
+        expect(Math.max(...plans.map((plan) => plan.generic))).to.be.at.least(4);
+        expect(plans.every((plan) => plan.custom === 0)).to.equal(true);
+      });
+
       it('the next batch is claimed in the round trip of the commit before it: a chunk of ten files costs eleven round trips', async () => {
         const counted = await database.open();
         try {

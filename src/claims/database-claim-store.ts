@@ -331,7 +331,9 @@ export class DatabaseClaimStore implements ClaimStore {
       return this.sql(
         `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
           `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
-          `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('url_hash')} = picked.${q('url_hash')} ` +
+          // The picked keys as an array, so even a generic plan (the after-commit claim's) finds the
+          // rows by the key rather than joining the picked ones with the whole table.
+          `claimed AS (UPDATE ${this.table} SET ${assignments} WHERE ${this.existing('url_hash')} = ANY (ARRAY(SELECT ${q('url_hash')} FROM picked)) ` +
           `RETURNING ${this.table}.*) SELECT claimed.* FROM claimed` +
           (unflushed ? `, (SELECT ${this.dialect.asynchronousCommitExpression}) AS ${q('unflushed')}` : '') +
           ` ORDER BY ${this.claimOrder()}`,

@@ -69,6 +69,7 @@ export interface OpeningStatement {
 /**
  * A statement of the library's own sent right after a pipelined COMMIT, in a transaction of its own
  * (its own BEGIN and COMMIT, in the same round trip), whose rows come back: e.g. the next claim.
+ * It is planned once per connection (a generic plan): its text must plan well without its values.
  */
 export interface AfterCommitStatement {
   sql: string;

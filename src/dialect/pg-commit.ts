@@ -14,6 +14,10 @@ const COMMIT = Buffer.concat(executeMessages(COMMIT_SQL, []));
 const ASYNCHRONOUS_SQL = 'SET LOCAL synchronous_commit = off';
 const ASYNCHRONOUS = Buffer.concat(executeMessages(ASYNCHRONOUS_SQL, []));
 export const ASYNCHRONOUS_COMMIT_EXPRESSION = "set_config('synchronous_commit', 'off', true)";
+// An after-commit statement is planned once per connection (a generic plan, reused), not for each
+// run: its transaction turns that on for itself (plan_cache_mode is PostgreSQL 12's; older servers skip it).
+const GENERIC_PLANS_SQL =
+  "SELECT set_config('plan_cache_mode', 'force_generic_plan', true) WHERE current_setting('server_version_num')::int >= 120000";
 const ROLLBACK_SQL = 'ROLLBACK';
 const ROLLBACK = serialize.query(ROLLBACK_SQL);
 
@@ -99,9 +103,10 @@ export const pgPipelinedCommit: PipelinedCommit = {
     if (options.after) {
       const own = begin(undefined);
       pipeline.raw(own.extended, own.sql);
+      pipeline.statement({ sql: GENERIC_PLANS_SQL, parameters: [], prepare: true });
       pipeline.statement({ sql: options.after.sql, parameters: options.after.parameters, prepare: true }, true, true);
       pipeline.raw(COMMIT, COMMIT_SQL);
-      afterCommittedAt = committedAt + 3;
+      afterCommittedAt = committedAt + 4;
     }
     const opening = options.beginNext ? (options.opening ?? []) : [];
     if (options.beginNext) {
