@@ -499,17 +499,20 @@ describe(`manager.work() (${DRIVER})`, function () {
       it('files that follow one another cost two round trips each: the handler\'s statement, and completion + COMMIT + next BEGIN', async () => {
         const counted = await database.open();
         try {
-          // Every statement or pipeline sent on a pooled connection of this DataSource (the listening
-          // connection is a client of its own).
+          // Every statement or pipeline sent on a pooled connection of this DataSource, those connected
+          // already included (the listening connection is a client of its own).
           let sent = 0;
-          const pool = (counted.driver as unknown as { master: EventEmitter }).master;
-          pool.on('connect', (client: { query: (...args: unknown[]) => unknown }) => {
+          type Client = { query: (...args: unknown[]) => unknown };
+          const pool = (counted.driver as unknown as { master: EventEmitter & { _clients: Client[] } }).master;
+          const count = (client: Client) => {
             const query = client.query;
             client.query = function (this: unknown, ...args: unknown[]) {
               sent += 1;
               return query.apply(this, args);
             };
-          });
+          };
+          for (const client of pool._clients) count(client);
+          pool.on('connect', count);
           const manager = new CheckpointManager(counted);
           const queue = files('round-trips', 40);
           await manager.register(queue);
@@ -522,10 +525,77 @@ describe(`manager.work() (${DRIVER})`, function () {
             { fileType: 'round-trips', batchSize: 10, drain: true },
           );
           expect(await worker.done).to.include({ processed: 40 });
-          // 2 a file, plus per batch a claim and at most a BEGIN and a ROLLBACK; TypeORM's own
-          // transactions would take 4 a file (BEGIN, the handler's insert, the completion, COMMIT).
-          expect(sent).to.be.at.most(2 * 40 + 5 * 3 + 1);
+          // 2 a file, plus the first claim and its BEGIN, the last (empty) claim and a ROLLBACK: every
+          // other batch is claimed with a commit. TypeORM's own transactions would take 4 a file (BEGIN,
+          // the handler's insert, the completion, COMMIT).
+          expect(sent).to.be.at.most(2 * 40 + 4);
           for (const file of queue) expect(await effects(file.fileUrl)).to.equal(1);
+        } finally {
+          await counted.destroy();
+        }
+      });
+
+      it('a claim sent with a commit is planned once per connection (a generic plan), not at every run', async () => {
+        const manager = new CheckpointManager(ds);
+        const queue = files('generic-claim', 30);
+        await manager.register(queue);
+        const plans: { generic: number; custom: number }[] = [];
+        const worker = manager.work(
+          async (file, tx) => {
+            await tx!.query(insert, [file.fileUrl, file.claimToken]);
+            // The handler's connection is the one the claims after each commit ran on.
+            const rows = (await tx!.query(
+              "SELECT generic_plans AS generic, custom_plans AS custom FROM pg_prepared_statements WHERE name LIKE 'typeorm\\_checkpoint\\_pipeline\\_%' AND statement LIKE 'WITH picked AS%'",
+            )) as { generic: string; custom: string }[];
+            for (const row of rows) plans.push({ generic: Number(row.generic), custom: Number(row.custom) });
+            return STATS;
+          },
+          { fileType: 'generic-claim', batchSize: 5, commitEvery: 5, drain: true },
+        );
+        expect(await worker.done).to.include({ processed: 30, failed: 0 });
+        expect(Math.max(...plans.map((plan) => plan.generic))).to.be.at.least(4);
+        expect(plans.every((plan) => plan.custom === 0)).to.equal(true);
+      });
+
+      it('the next batch is claimed in the round trip of the commit before it: a chunk of ten files costs eleven round trips', async () => {
+        const counted = await database.open();
+        try {
+          // Every statement or pipeline sent on a pooled connection, those connected already included.
+          let sent = 0;
+          type Client = { query: (...args: unknown[]) => unknown };
+          const pool = (counted.driver as unknown as { master: EventEmitter & { _clients: Client[] } }).master;
+          const count = (client: Client) => {
+            const query = client.query;
+            client.query = function (this: unknown, ...args: unknown[]) {
+              sent += 1;
+              return query.apply(this, args);
+            };
+          };
+          for (const client of pool._clients) count(client);
+          pool.on('connect', count);
+          const manager = new CheckpointManager(counted);
+          const queue = files('claim-with-commit', 40);
+          await manager.register(queue);
+          sent = 0;
+          const tokens = new Map<string, number>();
+          const worker = manager.work(
+            async (file, tx) => {
+              await tx!.query(insert, [file.fileUrl, file.claimToken]);
+              tokens.set(file.fileUrl, file.claimToken);
+              return STATS;
+            },
+            { fileType: 'claim-with-commit', commitEvery: 10, drain: true },
+          );
+          expect(await worker.done).to.include({ processed: 40, failed: 0, claimLost: 0 });
+          // Per chunk the handlers' ten inserts and one pipeline (completions, COMMIT, the next batch's
+          // claim, the next BEGIN); besides: the first claim and its BEGIN, the last (empty) claim and a
+          // ROLLBACK of the transaction begun after it. A claim of its own per batch would make it 49.
+          expect(sent).to.be.at.most(4 * 11 + 4);
+          for (const file of queue) {
+            expect(await effects(file.fileUrl)).to.equal(1);
+            // Claimed in a pipeline: the handler saw the claim's token, the one the completion presented.
+            expect(await manager.get(file.fileUrl)).to.include({ status: 'completed', claimToken: tokens.get(file.fileUrl) });
+          }
         } finally {
           await counted.destroy();
         }

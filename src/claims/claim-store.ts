@@ -50,6 +50,21 @@ export interface Claimant {
 }
 
 /**
+ * The next files' claim, sent with a completion's commit where the store can (`claimsWithCommit`):
+ * it commits on its own, right after the completion's commit, in the same round trip.
+ */
+export interface NextClaim {
+  /** How many files to claim, asked when the commit is sent (0: none). */
+  limit(): number;
+  fileType: string | undefined;
+  claimant: Claimant;
+  /** The files claimed (committed). */
+  claimed(files: FileCheckpoint[]): void;
+  /** The claim failed; the completion before it committed all the same. */
+  failed(error: unknown): void;
+}
+
+/**
  * The claim rules, implemented once over SQL and once in memory with identical semantics.
  * `now` is the caller's clock in epoch milliseconds; a `token` is what a claim returned, and
  * every write that presents one applies only while it is current and the file is processing.
@@ -70,6 +85,7 @@ export interface ClaimStore {
     token: number,
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats>,
     lane?: TransactionLane,
+    next?: NextClaim,
   ): Promise<ProcessingStats>;
   /**
    * Runs `work` for several claimed files in one transaction and completes them all with one fenced
@@ -80,7 +96,13 @@ export interface ClaimStore {
     files: HeldClaim[],
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats[]>,
     lane?: TransactionLane,
+    next?: NextClaim,
   ): Promise<ProcessingStats[]>;
+  /**
+   * True when completeWith and completeAll on a lane can claim the next files (`next`) in their
+   * commit's round trip; elsewhere `next` is ignored and the caller claims with claimNext.
+   */
+  claimsWithCommit?(): boolean;
   fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean>;
   /**
    * Gives claimed but unstarted files back: `pending` again with the attempt count they had before

@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import { claimableIndexPredicate, type FileCheckpoint, type FileStatus } from '../../entities/FileCheckpoint';
 import { ownStatementError } from '../core/database-errors';
-import { type Dialect, dialectOf, type Executed, type FinalStatement } from '../dialect';
+import { type AfterCommitOutcome, type AfterCommitStatement, type Dialect, dialectOf, type Executed, type FinalStatement } from '../dialect';
 import { CheckpointError, DatabaseError, StoreUnavailableError } from '../core/errors';
 import { run } from '../core/run-statement';
 import { TransactionLane } from '../core/transaction-lane';
@@ -14,6 +14,7 @@ import {
   type ClaimSummary,
   type FileRef,
   type HeldClaim,
+  type NextClaim,
   type ProcessingStats,
   type Subscription,
 } from './claim-store';
@@ -310,6 +311,39 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
+  /**
+   * claimNext's one statement where the dialect has RETURNING: pick (SKIP LOCKED), claim and return
+   * the rows, oldest first. `unflushed`: its commit does not wait for the WAL flush.
+   */
+  private claimNextStatement(
+    limit: number,
+    fileType: string | undefined,
+    claimant: Claimant,
+    now: number,
+    unflushed: boolean,
+  ): { sql: string; parameters: (string | number)[] } {
+    const q = (column: string) => this.dialect.quote(column);
+    const byType = fileType === undefined ? '' : ` AND ${this.existing('file_type')} = ?`;
+    const build = () => {
+      const assignments = this.claimAssignments('?', '?', '?')
+        .map(([column, value]) => `${q(column)} = ${value}`)
+        .join(', ');
+      return this.sql(
+        `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
+          `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
+          // The picked keys as an array, so even a generic plan (the after-commit claim's) finds the
+          // rows by the key rather than joining the picked ones with the whole table.
+          `claimed AS (UPDATE ${this.table} SET ${assignments} WHERE ${this.existing('url_hash')} = ANY (ARRAY(SELECT ${q('url_hash')} FROM picked)) ` +
+          `RETURNING ${this.table}.*) SELECT claimed.* FROM claimed` +
+          (unflushed ? `, (SELECT ${this.dialect.asynchronousCommitExpression}) AS ${q('unflushed')}` : '') +
+          ` ORDER BY ${this.claimOrder()}`,
+      );
+    };
+    const parameters = [now, ...(fileType === undefined ? [] : [fileType]), limit, claimant.workerId, now, now + claimant.leaseMs];
+    const key = `claimNext${fileType === undefined ? '' : ' of type'}${unflushed ? ', unflushed' : ''}`;
+    return { sql: this.statement(key, build), parameters };
+  }
+
   async claimNext(limit: number, fileType: string | undefined, claimant: Claimant, now: number): Promise<FileCheckpoint[]> {
     const q = (column: string) => this.dialect.quote(column);
     const byType = fileType === undefined ? '' : ` AND ${this.existing('file_type')} = ?`;
@@ -320,24 +354,10 @@ export class DatabaseClaimStore implements ClaimStore {
       // whose own commit must stay as durable as the caller made it.
       const unflushed = this.dialect.asynchronousCommitExpression !== undefined && !joinsTransaction(this.db);
       // One statement, no transaction of its own: pick (SKIP LOCKED), claim and return the rows.
-      const build = () => {
-        const assignments = this.claimAssignments('?', '?', '?')
-          .map(([column, value]) => `${q(column)} = ${value}`)
-          .join(', ');
-        return this.sql(
-          `WITH picked AS (SELECT ${q('url_hash')} FROM ${this.table} WHERE ${this.pickable('?')}${byType} ` +
-            `ORDER BY ${this.claimOrder()} LIMIT ?${this.dialect.skipLockedSuffix}), ` +
-            `claimed AS (UPDATE ${this.table} SET ${assignments} FROM picked WHERE ${this.existing('url_hash')} = picked.${q('url_hash')} ` +
-            `RETURNING ${this.table}.*) SELECT claimed.* FROM claimed` +
-            (unflushed ? `, (SELECT ${this.dialect.asynchronousCommitExpression}) AS ${q('unflushed')}` : '') +
-            ` ORDER BY ${this.claimOrder()}`,
-        );
-      };
-      const parameters = [now, ...(fileType === undefined ? [] : [fileType]), limit, claimant.workerId, now, now + claimant.leaseMs];
-      const key = `claimNext${fileType === undefined ? '' : ' of type'}${unflushed ? ', unflushed' : ''}`;
+      const { sql, parameters } = this.claimNextStatement(limit, fileType, claimant, now, unflushed);
       return this.guard('claiming the next files', () =>
         autocommit(this.db, async (tx) =>
-          (await this.execute(tx, key, build, parameters, 'claiming the next files')).rows.map(toFileCheckpoint),
+          (await this.execute(tx, sql, () => sql, parameters, 'claiming the next files')).rows.map(toFileCheckpoint),
         ),
       );
     }
@@ -423,13 +443,17 @@ export class DatabaseClaimStore implements ClaimStore {
     token: number,
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats>,
     lane?: TransactionLane,
+    next?: NextClaim,
   ): Promise<ProcessingStats> {
     const what = `completing "${fileUrl}"`;
     if (lane && TransactionLane.fits(this.db)) {
       // The fenced completion and the COMMIT in one round trip: a lost claim fails the completion,
       // which keeps the COMMIT from running, so work's writes roll back with it.
       return this.guard(what, async () => {
-        const { result, held } = await lane.transact(this.db, failureOf(work), (stats) => [this.completion(fileUrl, token, stats, Date.now())], what);
+        const { result, held, after } = await lane.transact(
+          this.db, failureOf(work), (stats) => [this.completion(fileUrl, token, stats, Date.now())], what, undefined, this.afterCommit(next),
+        );
+        this.settle(next, after);
         if (!held) throw claimLost(fileUrl, 'complete');
         return result;
       });
@@ -446,6 +470,35 @@ export class DatabaseClaimStore implements ClaimStore {
         return stats;
       }),
     );
+  }
+
+  claimsWithCommit(): boolean {
+    return this.dialect.supportsReturning && this.dialect.pipelinedCommit?.openingInCommit === true && TransactionLane.fits(this.db);
+  }
+
+  /**
+   * `next`'s claim as the statement a lane runs right after a completion's COMMIT (in a transaction
+   * of its own, committing unflushed as claimNext's does), built when the commit is sent.
+   */
+  private afterCommit(next: NextClaim | undefined): (() => AfterCommitStatement | undefined) | undefined {
+    if (!next || !this.claimsWithCommit()) return undefined;
+    return () => {
+      const limit = next.limit();
+      if (limit <= 0) return undefined;
+      const unflushed = this.dialect.asynchronousCommitExpression !== undefined;
+      return this.claimNextStatement(limit, next.fileType, next.claimant, Date.now(), unflushed);
+    };
+  }
+
+  /** Hands `next` the files its after-commit claim took, or its failure (as claimNext would raise it). */
+  private settle(next: NextClaim | undefined, after: AfterCommitOutcome | undefined): void {
+    if (!next || !after) return;
+    if ('rows' in after) {
+      next.claimed((after.rows as unknown as FileRow[]).map(toFileCheckpoint));
+      return;
+    }
+    const what = 'claiming the next files';
+    this.guard(what, () => Promise.reject(ownStatementError(after.error, what))).catch((error: unknown) => next.failed(error));
   }
 
   /** `(url_hash = ? AND file_url = ? AND claim_token = ?) OR …` for `files` claims, with the row still processing. */
@@ -486,13 +539,17 @@ export class DatabaseClaimStore implements ClaimStore {
     files: HeldClaim[],
     work: (tx: EntityManager | undefined) => Promise<ProcessingStats[]>,
     lane?: TransactionLane,
+    next?: NextClaim,
   ): Promise<ProcessingStats[]> {
     const what = `completing ${files.length} files`;
     // All or nothing: one lost claim rolls back every file's writes, and the caller runs them one by one.
     const lost = () => claimLost(files.map((file) => file.fileUrl).join('", "'), 'complete');
     if (lane && TransactionLane.fits(this.db)) {
       return this.guard(what, async () => {
-        const { result, held } = await lane.transact(this.db, failureOf(work), (stats) => this.completions(files, stats, Date.now()), what);
+        const { result, held, after } = await lane.transact(
+          this.db, failureOf(work), (stats) => this.completions(files, stats, Date.now()), what, undefined, this.afterCommit(next),
+        );
+        this.settle(next, after);
         if (!held) throw lost();
         return result;
       });

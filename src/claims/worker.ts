@@ -4,7 +4,7 @@ import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Progress, progressSince } from '../core/progress';
 import { TransactionLane } from '../core/transaction-lane';
 import { checkCount, checkFileType, checkStats } from './claim-arguments';
-import type { Claimant, ClaimStore, HeldClaim, ProcessingStats, Subscription } from './claim-store';
+import type { Claimant, ClaimStore, HeldClaim, NextClaim, ProcessingStats, Subscription } from './claim-store';
 
 /** What a handler returns; without `durationMs` the measured duration is stored. */
 export type HandlerStats = Omit<ProcessingStats, 'durationMs'> & { durationMs?: number };
@@ -126,6 +126,10 @@ class FileWorker implements Worker {
   /** A wake-up that came while not idle: claim again before sleeping. */
   private woken = false;
   private heartbeating = false;
+  /** The store claims the next files with a finishing task's commit (see `next`), so a busy loop need not claim. */
+  private claimsWithCommit = false;
+  /** The loop's own claim is in flight: finishing tasks claim nothing meanwhile. */
+  private claiming = false;
   /** A failed heartbeat is retried after `pollMs`, not only at the next regular beat. */
   private heartbeatRetry: NodeJS.Timeout | undefined;
   private ended = false;
@@ -136,6 +140,15 @@ class FileWorker implements Worker {
     private readonly options: WorkOptions,
     private readonly settings: ReturnType<typeof checkOptions>,
   ) {
+    this.next = {
+      limit: () => (this.stopping || this.claiming || this.waiting.length > 0 ? 0 : this.settings.batchSize),
+      fileType: options.fileType,
+      get claimant() {
+        return host.claimant;
+      },
+      claimed: (files) => this.hold(files),
+      failed: (error) => this.report(error),
+    };
     this.done = this.run();
   }
 
@@ -192,7 +205,9 @@ class FileWorker implements Worker {
     signal?.addEventListener('abort', onAbort);
     let subscription: Subscription | undefined;
     try {
-      subscription = this.host.store().subscribe?.(() => this.wake(), (error) => this.report(error));
+      const store = this.host.store();
+      this.claimsWithCommit = store.claimsWithCommit?.() ?? false;
+      subscription = store.subscribe?.(() => this.wake(), (error) => this.report(error));
     } catch (error) {
       this.report(error);
     }
@@ -219,11 +234,18 @@ class FileWorker implements Worker {
         else this.start(this.waiting.splice(0, commitEvery));
         continue;
       }
-      // Nothing waiting: claim the next batch now, even while every slot is busy, so the claim's
-      // round trip overlaps the files in flight instead of leaving a slot idle. Idle slots hold no
-      // connection meanwhile: the claim may need one from the same pool.
+      // Nothing waiting. Where the store claims with a finishing task's commit, every slot being busy,
+      // that commit brings the next batch in its own round trip: wait for it. Otherwise claim the
+      // next batch now, even while every slot is busy, so the claim's round trip overlaps the files
+      // in flight instead of leaving a slot idle. Idle slots hold no connection meanwhile: the claim
+      // may need one from the same pool.
+      if (full && this.claimsWithCommit) {
+        await this.idle(Infinity);
+        continue;
+      }
       await this.closeLanes();
       let claimed: FileCheckpoint[];
+      this.claiming = true;
       try {
         this.woken = false;
         claimed = await this.host.store().claimNext(this.settings.batchSize, this.options.fileType, this.host.claimant, Date.now());
@@ -231,12 +253,10 @@ class FileWorker implements Worker {
         this.report(error);
         await this.idle(this.jittered());
         continue;
+      } finally {
+        this.claiming = false;
       }
-      for (const file of claimed) {
-        const held: Held = { fileUrl: file.fileUrl, token: file.claimToken, file, lost: false };
-        this.held.set(file.fileUrl, held);
-        this.waiting.push(held);
-      }
+      this.hold(claimed);
       if (claimed.length > 0 || this.stopping) continue;
       // Nothing claimable: a draining worker ends once its own files are settled (a failed one may
       // be claimable again); otherwise sleep until the poll interval, a wake-up or a finished task.
@@ -245,8 +265,25 @@ class FileWorker implements Worker {
     }
     await this.giveBack();
     await Promise.all(this.tasks);
+    // Files the commit of a task still in flight claimed.
+    await this.giveBack();
     await this.closeLanes();
   }
+
+  /** Holds claimed files, to be started in claim order. */
+  private hold(claimed: FileCheckpoint[]): void {
+    for (const file of claimed) {
+      const held: Held = { fileUrl: file.fileUrl, token: file.claimToken, file, lost: false };
+      this.held.set(file.fileUrl, held);
+      this.waiting.push(held);
+    }
+  }
+
+  /**
+   * The next batch's claim a finishing task sends with its commit where the store can: only when
+   * nothing waits, the loop is not claiming itself and the worker is not stopping.
+   */
+  private readonly next: NextClaim;
 
   private async closeLanes(): Promise<void> {
     await Promise.all(this.freeLanes.map((lane) => lane.close()));
@@ -312,7 +349,7 @@ class FileWorker implements Worker {
     this.runningFiles += 1;
     const started = Date.now();
     try {
-      await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started), lane);
+      await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started), lane, this.next);
       this.progress(1);
     } catch (error) {
       if (error instanceof ClaimLostError) {
@@ -345,7 +382,7 @@ class FileWorker implements Worker {
           stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
         }
         return stats;
-      }, lane);
+      }, lane, this.next);
       chunked = true;
       this.progress(files.length);
     } catch {

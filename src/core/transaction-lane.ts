@@ -1,5 +1,14 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { type Dialect, dialectOf, type FinalStatement, type IsolationLevel, type OpeningStatement, type PipelinedOutcome } from '../dialect';
+import {
+  type AfterCommitOutcome,
+  type AfterCommitStatement,
+  type Dialect,
+  dialectOf,
+  type FinalStatement,
+  type IsolationLevel,
+  type OpeningStatement,
+  type PipelinedOutcome,
+} from '../dialect';
 import { isRetryable, ownStatementError } from './database-errors';
 import { type Db, dataSourceOf, inOwnFrame, joinsTransaction, MAX_ATTEMPTS, prepareOnce, retryPause } from './transaction';
 
@@ -23,6 +32,8 @@ function isolationOf(dialect: Dialect, dataSource: DataSource): IsolationLevel |
 export interface LaneOutcome<T> {
   result: T;
   held: boolean;
+  /** The after-commit statement's outcome, when one was sent. */
+  after?: AfterCommitOutcome;
 }
 
 /**
@@ -77,7 +88,10 @@ export class TransactionLane {
    * COMMIT in one round trip. `fn`'s errors pass through after the rollback. When the next
    * transaction is begun in that round trip, `opening(result)` runs first in it; the next call's
    * `fn` is told (`opened`) whether its transaction is that one — begun by the last call's commit, nothing
-   * run on it since but `opening`'s statements, which hold their locks.
+   * run on it since but `opening`'s statements, which hold their locks. `after`, asked when the
+   * commit is sent, is a statement to run right after the COMMIT in a transaction of its own, in the
+   * same round trip where the dialect can (else none is sent); a next transaction is then begun
+   * ahead too, as its rows (e.g. claimed files) are likely to be worked on next.
    */
   async transact<T>(
     db: Db,
@@ -85,6 +99,7 @@ export class TransactionLane {
     finals: (result: T) => FinalStatement[],
     what: string,
     opening?: (result: T) => OpeningStatement[],
+    after?: () => AfterCommitStatement | undefined,
   ): Promise<LaneOutcome<T>> {
     const dataSource = prepareOnce(dataSourceOf(db));
     const dialect = dialectOf(dataSource);
@@ -93,7 +108,7 @@ export class TransactionLane {
     if (this.dataSource !== dataSource) await this.close();
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.once(dataSource, commit, isolation, fn, finals, what, opening);
+        return await this.once(dataSource, commit, isolation, fn, finals, what, opening, after);
       } catch (error) {
         if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
       }
@@ -109,6 +124,7 @@ export class TransactionLane {
     finals: (result: T) => FinalStatement[],
     what: string,
     opening: ((result: T) => OpeningStatement[]) | undefined,
+    after: (() => AfterCommitStatement | undefined) | undefined,
   ): Promise<LaneOutcome<T>> {
     if (!this.runner || this.runner.isReleased) {
       this.runner = dataSource.createQueryRunner();
@@ -136,11 +152,18 @@ export class TransactionLane {
       throw error;
     }
     const giveWay = this.options.giveWay === true && commit.connectionWanted(dataSource);
-    const beginNext = !giveWay && this.next();
+    const afterStatement = commit.openingInCommit ? after?.() : undefined;
+    const beginNext = !giveWay && (this.next() || afterStatement !== undefined);
     let outcome: PipelinedOutcome;
     try {
       const openingStatements = beginNext && opening ? opening(result) : [];
-      outcome = await commit.commit(runner, finals(result), { beginNext, isolation, asynchronous: this.options.asynchronousCommit, opening: openingStatements });
+      outcome = await commit.commit(runner, finals(result), {
+        beginNext,
+        isolation,
+        asynchronous: this.options.asynchronousCommit,
+        opening: openingStatements,
+        after: afterStatement,
+      });
     } catch (error) {
       await this.abort();
       throw ownStatementError(error, what);
@@ -154,7 +177,7 @@ export class TransactionLane {
     this.begun = beginNext && outcome.opened;
     this.opened = this.begun;
     if (giveWay) await this.close();
-    return { result, held: true };
+    return { result, held: true, ...(outcome.after ? { after: outcome.after } : {}) };
   }
 
   /** Rolls the current transaction back and gives the runner back. */

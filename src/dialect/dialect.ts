@@ -66,10 +66,25 @@ export interface OpeningStatement {
   expected: number;
 }
 
+/**
+ * A statement of the library's own sent right after a pipelined COMMIT, in a transaction of its own
+ * (its own BEGIN and COMMIT, in the same round trip), whose rows come back: e.g. the next claim.
+ * It is planned once per connection (a generic plan): its text must plan well without its values.
+ */
+export interface AfterCommitStatement {
+  sql: string;
+  parameters: (string | number)[];
+}
+
+/** What an after-commit statement did: its rows (text values by column) once it committed, or its failure. */
+export type AfterCommitOutcome = { rows: Record<string, string | null>[] } | { error: unknown };
+
 /** What a pipelined commit did: `held` false when a final changed other rows than it must (nothing committed); `opened` when the next transaction is open (begun, its opening statements held). */
 export interface PipelinedOutcome {
   held: boolean;
   opened: boolean;
+  /** The `after` statement's outcome, when one was sent (and the commit before it held). */
+  after?: AfterCommitOutcome;
 }
 
 /**
@@ -93,12 +108,20 @@ export interface PipelinedCommit {
    * nothing was committed and the transaction is left failed, to be rolled back. Other errors before
    * the COMMIT completed are raised unchanged (roll back too). When an opening statement fails (its
    * rows changed, or any error) after the COMMIT, the next transaction is rolled back here: `opened`
-   * false and no transaction open.
+   * false and no transaction open. `after` (only where `openingInCommit`; ignored elsewhere) runs
+   * between the COMMIT and the next BEGIN in a transaction of its own; its failure is reported in
+   * the outcome, never raised, and leaves no transaction open.
    */
   commit(
     runner: QueryRunner,
     finals: FinalStatement[],
-    options: { asynchronous?: boolean; beginNext?: boolean; isolation?: IsolationLevel; opening?: OpeningStatement[] },
+    options: {
+      asynchronous?: boolean;
+      beginNext?: boolean;
+      isolation?: IsolationLevel;
+      opening?: OpeningStatement[];
+      after?: AfterCommitStatement;
+    },
   ): Promise<PipelinedOutcome>;
   /** Ends the runner's transaction (a no-op with a warning when there is none). */
   rollback(runner: QueryRunner): Promise<void>;

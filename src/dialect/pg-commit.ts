@@ -14,6 +14,10 @@ const COMMIT = Buffer.concat(executeMessages(COMMIT_SQL, []));
 const ASYNCHRONOUS_SQL = 'SET LOCAL synchronous_commit = off';
 const ASYNCHRONOUS = Buffer.concat(executeMessages(ASYNCHRONOUS_SQL, []));
 export const ASYNCHRONOUS_COMMIT_EXPRESSION = "set_config('synchronous_commit', 'off', true)";
+// An after-commit statement is planned once per connection (a generic plan, reused), not for each
+// run: its transaction turns that on for itself (plan_cache_mode is PostgreSQL 12's; older servers skip it).
+const GENERIC_PLANS_SQL =
+  "SELECT set_config('plan_cache_mode', 'force_generic_plan', true) WHERE current_setting('server_version_num')::int >= 120000";
 const ROLLBACK_SQL = 'ROLLBACK';
 const ROLLBACK = serialize.query(ROLLBACK_SQL);
 
@@ -93,6 +97,17 @@ export const pgPipelinedCommit: PipelinedCommit = {
     pipeline.raw(COMMIT, COMMIT_SQL);
     // Statements up to and including the COMMIT: once that many completed, the transaction committed.
     const committedAt = finals.length + (options.asynchronous && !folded ? 1 : 0) + 1;
+    // The after-commit statement in a transaction of its own: a statement sent on its own before the
+    // next BEGIN without a Sync between them would become part of that transaction.
+    let afterCommittedAt = Infinity;
+    if (options.after) {
+      const own = begin(undefined);
+      pipeline.raw(own.extended, own.sql);
+      pipeline.statement({ sql: GENERIC_PLANS_SQL, parameters: [], prepare: true });
+      pipeline.statement({ sql: options.after.sql, parameters: options.after.parameters, prepare: true }, true, true);
+      pipeline.raw(COMMIT, COMMIT_SQL);
+      afterCommittedAt = committedAt + 4;
+    }
     const opening = options.beginNext ? (options.opening ?? []) : [];
     if (options.beginNext) {
       const next = begin(options.isolation);
@@ -103,13 +118,15 @@ export const pgPipelinedCommit: PipelinedCommit = {
     }
     try {
       await pipeline.send();
-      return { held: true, opened: options.beginNext === true };
+      return { held: true, opened: options.beginNext === true, ...(options.after ? { after: { rows: pipeline.rows } } : {}) };
     } catch (error) {
       if (pipeline.completed >= committedAt) {
-        // Committed; the next transaction failed in its opening statements (its rows changed, a lock
-        // timeout, …): end it, so the next one begins afresh. A broken connection raises here.
+        // Committed; what followed failed (the after-commit statement, or the next transaction's
+        // opening statements: their rows changed, a lock timeout, …): end the transaction it left
+        // open, if any, so the next one begins afresh. A broken connection raises here.
         if (pipeline.completed > committedAt) await simpleQuery(runner, ROLLBACK, ROLLBACK_SQL);
-        return { held: true, opened: false };
+        const after = options.after ? (pipeline.completed >= afterCommittedAt ? { rows: pipeline.rows } : { error }) : undefined;
+        return { held: true, opened: false, ...(after ? { after } : {}) };
       }
       // Only a guard divides: a final that errs this way found its rows changed by someone else.
       if (pipeline.completed < finals.length && errorCodes(error).includes(NOT_HELD)) return { held: false, opened: false };

@@ -16,6 +16,8 @@ export interface BoundStatement {
 // body are the same bytes every time.
 export const EXECUTE = serialize.execute();
 export const SYNC = serialize.sync();
+/** Describe of the unnamed portal: the RowDescription a captured statement's rows are named by. */
+const DESCRIBE_PORTAL = serialize.describe({ type: 'P', name: '' });
 
 /** Parameters go as text; pg-protocol's writer takes strings (or null) only. */
 const asText = (value: BoundStatement['parameters'][number]) => (value === null ? null : String(value));
@@ -74,6 +76,8 @@ const lastPipelines = new WeakMap<object, MessagePipeline>();
  */
 class MessagePipeline {
   readonly tags: string[] = [];
+  /** The rows of the statement at `captureAt` (0-based, in the order sent): column names, then each row's text values. */
+  readonly captured: { names: string[]; rows: (string | null)[][] } = { names: [], rows: [] };
   readonly done: Promise<void>;
   failed = false;
   finished = false;
@@ -90,6 +94,7 @@ class MessagePipeline {
     // Let go of once written (`previous` and the messages): the last pipeline of a connection
     // is remembered, and must not keep every one before it alive.
     private options: { tail?: Buffer[]; previous?: MessagePipeline; proceed?: Promise<boolean>; sync?: boolean } = {},
+    private readonly captureAt = -1,
   ) {
     this.done = new Promise<void>((resolve, reject) => (this.settle = (error) => (error === undefined ? resolve() : reject(error))));
   }
@@ -189,10 +194,17 @@ class MessagePipeline {
     else this.settle(this.failed ? this.error : undefined);
   }
 
+  // The statement whose rows are wanted is the one whose command tag comes next.
+  handleRowDescription(message: { fields: { name: string }[] }): void {
+    if (this.tags.length === this.captureAt) this.captured.names = message.fields.map((field) => field.name);
+  }
+
+  handleDataRow(message: { fields: (string | null)[] }): void {
+    if (this.tags.length === this.captureAt) this.captured.rows.push(message.fields);
+  }
+
   // Messages whose content the library's pipelines need nothing from.
   handleCopyInResponse(): void {}
-  handleRowDescription(): void {}
-  handleDataRow(): void {}
   handleEmptyQuery(): void {}
   handlePortalSuspended(): void {}
   handleCopyData(): void {}
@@ -220,6 +232,9 @@ export class PipelineBuilder {
   private tail: Buffer[] | undefined;
   private readonly used: string[] = [];
   private sent: MessagePipeline | undefined;
+  /** Statements added so far. */
+  private count = 0;
+  private captureAt = -1;
 
   private constructor(
     private readonly runner: QueryRunner,
@@ -240,12 +255,16 @@ export class PipelineBuilder {
   /**
    * Adds `statement`, logged through the DataSource's logger as TypeORM logs its own queries: a
    * known named statement is only bound; an unknown one is first closed (no error when it does not
-   * exist: a failed pipeline may or may not have parsed it) and parsed under its name.
+   * exist: a failed pipeline may or may not have parsed it) and parsed under its name. With
+   * `capture`, its rows are kept (see `rows`).
    */
-  statement(statement: BoundStatement, logged = true): this {
+  statement(statement: BoundStatement, logged = true, capture = false): this {
+    if (capture) this.captureAt = this.count;
+    this.count += 1;
     if (logged) this.log(statement.sql, statement.parameters);
+    const execute = capture ? [DESCRIBE_PORTAL, EXECUTE] : [EXECUTE];
     if (!statement.prepare) {
-      this.messages.push(...executeMessages(statement.sql, statement.parameters));
+      this.messages.push(serialize.parse({ text: statement.sql }), bindMessage('', statement.parameters), ...execute);
       return this;
     }
     let name = pipelinePreparedNames.get(statement.sql);
@@ -255,14 +274,17 @@ export class PipelineBuilder {
     }
     this.used.push(name);
     const bind = bindMessage(name, statement.parameters);
-    if (this.known.has(name)) this.messages.push(bind, EXECUTE);
-    else this.messages.push(serialize.close({ type: 'S', name }), serialize.parse({ name, text: statement.sql }), bind, EXECUTE);
+    if (this.known.has(name)) this.messages.push(bind, ...execute);
+    else this.messages.push(serialize.close({ type: 'S', name }), serialize.parse({ name, text: statement.sql }), bind, ...execute);
     return this;
   }
 
-  /** Adds prebuilt messages (`sql`, when given, is logged). */
+  /** Adds prebuilt messages; `sql`, when given, is logged, and the messages count as that one statement. */
   raw(messages: Buffer, sql?: string): this {
-    if (sql !== undefined) this.log(sql, []);
+    if (sql !== undefined) {
+      this.count += 1;
+      this.log(sql, []);
+    }
     this.messages.push(messages);
     return this;
   }
@@ -274,6 +296,17 @@ export class PipelineBuilder {
   /** Statements that completed (before an error, the ones ahead of the failing one). */
   get completed(): number {
     return this.sent?.tags.length ?? 0;
+  }
+
+  /** The rows of the statement added with `capture` (text values by column name), once sent. */
+  get rows(): Record<string, string | null>[] {
+    const captured = this.sent?.captured;
+    if (!captured) return [];
+    return captured.rows.map((values) => {
+      const row: Record<string, string | null> = {};
+      for (const [i, name] of captured.names.entries()) row[name] = values[i];
+      return row;
+    });
   }
 
   /** Where added messages go: the head, or the tail once `startTail` was called. */
@@ -302,7 +335,7 @@ export class PipelineBuilder {
     if (previous) {
       // Sent behind the pipeline still running: its tail waits for `proceed`, which waits for that
       // one's success, so nothing it needs on this connection can queue behind this one.
-      pipeline = new MessagePipeline(head, { tail, previous, proceed: gate.proceed });
+      pipeline = new MessagePipeline(head, { tail, previous, proceed: gate.proceed }, this.captureAt);
       // pg sends a query once the one before it ended; with nothing else waiting in its queue, the
       // head can go as soon as the running pipeline has written its last message (its COMMIT may
       // still wait for its own `proceed`: a head written before it would join its transaction).
@@ -312,7 +345,7 @@ export class PipelineBuilder {
       // Nothing of ours runs on the connection: whatever the pipeline before did with it after its
       // failure (ROLLBACK, lookups) has ended before `proceed` settles, so wait for it here.
       if (gate.proceed && !(await gate.proceed)) throw new AbandonedPipeline();
-      pipeline = new MessagePipeline([...head, ...tail]);
+      pipeline = new MessagePipeline([...head, ...tail], {}, this.captureAt);
     }
     lastPipelines.set(client, pipeline);
     this.sent = pipeline;
