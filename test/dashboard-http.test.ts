@@ -245,6 +245,9 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
       expect(all).to.not.include('aria-current="page">done</a>');
       expect(all).to.include('href="/jobs?state=running"').and.to.include('name="q" value=""');
       expect(await page('/steps?state=pending&q=job')).to.include('<title>Steps &middot; ').and.to.include('href="/steps?state=all&amp;q=job"');
+      // A long query is made every time, not kept.
+      const long = 'x'.repeat(3000 + round);
+      expect(await page(`/jobs?q=${long}`)).to.include(`name="q" value="${long}"`);
     }
   });
 

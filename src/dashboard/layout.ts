@@ -188,6 +188,8 @@ export function progressBar(done: number, total: number | null): Html {
 
 /** How many pieces of URL-made markup are kept (all of them dropped when full: a crawler of odd URLs only costs re-rendering). */
 const KEPT_LIMIT = 256;
+/** Markup of longer keys (long queries) is made every time, so what is kept stays small. */
+const KEPT_KEY_CHARS = 2048;
 const kept = new Map<string, Html>();
 
 /**
@@ -198,6 +200,7 @@ const kept = new Map<string, Html>();
  */
 export function keptForUrl(view: View, part: string, make: () => Html): Html {
   const key = `${part}\0${view.canWrite ? 'w' : 'r'}${view.refreshMs}\0${view.base}\0${view.path}${view.search}\0${view.title}`;
+  if (key.length > KEPT_KEY_CHARS) return make();
   let markup = kept.get(key);
   if (markup === undefined) {
     // Kept as one flat string: a page that embeds it copies it in one piece instead of walking the
