@@ -227,6 +227,30 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     expect(seen).to.include('viewer').and.to.include('stranger');
   });
 
+  it('markup kept per URL (head, tabs, search form) follows the query and the write access of each request', async () => {
+    const base = await start({ authorize: (req: IncomingMessage) => (req.headers['x-user'] === 'viewer' ? 'read' : 'write') });
+    const page = async (path: string, user = 'admin') => (await fetch(`${base}${path}`, { headers: { 'x-user': user } })).text();
+    for (let round = 0; round < 2; round++) {
+      const writer = await page('/jobs?state=done&q=job');
+      expect(writer).to.include('jobs/reset?name=');
+      expect(writer).to.not.include('read-only');
+      expect(writer).to.include('href="/jobs?state=running&amp;q=job"').and.to.include('name="q" value="job"');
+      expect(writer).to.include('aria-current="page">done</a>');
+      expect(writer).to.not.include('aria-current="page">all</a>');
+      const reader = await page('/jobs?state=done&q=job', 'viewer');
+      expect(reader).to.include('<span class="badge">read-only</span>');
+      expect(reader).to.not.include('jobs/reset?name=');
+      const all = await page('/jobs');
+      expect(all).to.include('aria-current="page">all</a>');
+      expect(all).to.not.include('aria-current="page">done</a>');
+      expect(all).to.include('href="/jobs?state=running"').and.to.include('name="q" value=""');
+      expect(await page('/steps?state=pending&q=job')).to.include('<title>Steps &middot; ').and.to.include('href="/steps?state=all&amp;q=job"');
+      // A long query is made every time, not kept.
+      const long = 'x'.repeat(3000 + round);
+      expect(await page(`/jobs?q=${long}`)).to.include(`name="q" value="${long}"`);
+    }
+  });
+
   it('a same-origin POST requeues the selected dead letters and redirects back (303)', async () => {
     const base = await start({ authorize: async () => 'write' as const });
     const response = await fetch(`${base}/files/requeue`, {

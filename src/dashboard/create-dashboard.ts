@@ -211,7 +211,7 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
 
       const access = options.authorize ? toAccess(await options.authorize(req)) : 'write';
       const base = `${(req.baseUrl ?? '').replace(/\/$/, '')}/`;
-      const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.searchParams };
+      const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.searchParams, search: url.search };
       if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
 
       if (isRead) {

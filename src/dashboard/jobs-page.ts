@@ -1,6 +1,6 @@
 import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { countCell, CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, layout, NO_VALUE, pager, queryValue, rateCell, timeCell, type View, withQuery } from './layout';
+import { countCell, CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, keptForUrl, layout, NO_VALUE, pager, queryValue, rateCell, timeCell, type View, withQuery } from './layout';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 import { hasDeadRange, loadPartitions, type PartitionsView, rangeCommittedSince, renderPartitions } from './partitions-hook';
 
@@ -137,19 +137,28 @@ export function resetLink(view: View, name: string): Html {
   return view.canWrite ? html`<a class="action" href="${view.base}jobs/reset?name=${queryValue(name)}">Reset&hellip;</a>` : NO_RESET;
 }
 
+/** The state tabs of a list; without `counts`, made once per URL (see `keptForUrl`): `current` must come from the URL. */
 export function stateTabs(view: View, states: readonly string[], current: string, counts?: Record<string, number>): Html {
-  return html`<nav class="subtabs">${states.map(
-    (state) =>
-      html`<a href="${withQuery(view, { state, after: null })}"${state === current ? CURRENT_PAGE : ''}>${state}${
-        counts && counts[state] !== undefined ? html` <span class="count">${formatCount(counts[state])}</span>` : ''
-      }</a>`,
-  )}</nav>`;
+  const make = () =>
+    html`<nav class="subtabs">${states.map(
+      (state) =>
+        html`<a href="${withQuery(view, { state, after: null })}"${state === current ? CURRENT_PAGE : ''}>${state}${
+          counts && counts[state] !== undefined ? html` <span class="count">${formatCount(counts[state])}</span>` : ''
+        }</a>`,
+    )}</nav>`;
+  return counts === undefined ? keptForUrl(view, 'tabs', make) : make();
 }
 
+/** A list's search form, made once per URL (see `keptForUrl`): `hidden` and `value` must come from the URL, `label` be fixed. */
 export function searchForm(view: View, hidden: Record<string, string>, value: string, label: string): Html {
-  return html`<form class="search" method="get" action="${view.base}${view.path}">${Object.entries(hidden).map(
-    ([name, v]) => html`<input type="hidden" name="${name}" value="${v}">`,
-  )}<input type="search" name="q" value="${value}" placeholder="${label}" aria-label="${label}"><button type="submit">Search</button></form>`;
+  return keptForUrl(
+    view,
+    'search',
+    () =>
+      html`<form class="search" method="get" action="${view.base}${view.path}">${Object.entries(hidden).map(
+        ([name, v]) => html`<input type="hidden" name="${name}" value="${v}">`,
+      )}<input type="search" name="q" value="${value}" placeholder="${label}" aria-label="${label}"><button type="submit">Search</button></form>`,
+  );
 }
 
 /** The Finished cell: the time, else the ETA where there is one. */
@@ -160,7 +169,9 @@ function finishedCell(job: JobView): Html | string {
 
 export function renderJobs(data: JobsData, view: View): Html {
   // A batch job's row is one template (its kind and cursor cell written in it): each template and
-  // value is one piece of the page that sending it flattens, and a list repeats them per row.
+  // value is one piece of the page that sending it flattens, and a list repeats them per row. Its
+  // reset link is written in it too (as `resetLink` writes it), the link's start made once per page.
+  const resetHref = view.canWrite ? html`${view.base}jobs/reset?name=` : null;
   const rows = data.items.map((job) =>
     job.partitions
       ? html`<tr data-kind="partitioned">
@@ -174,7 +185,8 @@ export function renderJobs(data: JobsData, view: View): Html {
 <td>${renderPartitions(job.name, job.partitions, view)}</td>
 <td>${resetLink(view, job.name)}</td>
 </tr>`
-      : html`<tr data-kind="batch">
+      : resetHref !== null
+        ? html`<tr data-kind="batch">
 <td class="name">${job.name}</td>
 <td>${jobState(job)}</td>
 <td class="num">${countCell(job.items)}</td>
@@ -183,7 +195,18 @@ export function renderJobs(data: JobsData, view: View): Html {
 <td>${timeCell(job.lastCommitAt)}</td>
 <td>${finishedCell(job)}</td>
 <td><code class="json">${job.cursor ?? NO_VALUE}${job.cursorTruncated ? ELLIPSIS : ''}</code></td>
-<td>${resetLink(view, job.name)}</td>
+<td><a class="action" href="${resetHref}${queryValue(job.name)}">Reset&hellip;</a></td>
+</tr>`
+        : html`<tr data-kind="batch">
+<td class="name">${job.name}</td>
+<td>${jobState(job)}</td>
+<td class="num">${countCell(job.items)}</td>
+<td class="num">${countCell(job.batches)}</td>
+<td class="num">${rateCell(job.rate)}</td>
+<td>${timeCell(job.lastCommitAt)}</td>
+<td>${finishedCell(job)}</td>
+<td><code class="json">${job.cursor ?? NO_VALUE}${job.cursorTruncated ? ELLIPSIS : ''}</code></td>
+<td></td>
 </tr>`,
   );
   return layout(

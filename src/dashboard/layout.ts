@@ -12,6 +12,8 @@ export interface View {
   /** The page's path relative to the mount point (`''` for the overview). */
   readonly path: string;
   readonly query: URLSearchParams;
+  /** The request's query string as it came (`''` or `?…`): with the mount point and the path, what URL-made markup is kept by. */
+  readonly search: string;
 }
 
 /** The attribute of the tab or navigation link of the page shown. */
@@ -184,15 +186,53 @@ export function progressBar(done: number, total: number | null): Html {
   return html`<progress max="${total}" value="${Math.min(done, total)}">${percent}%</progress> <span class="percent">${percent}%</span>`;
 }
 
-/** A whole page: the shell, the navigation, and the main container that live refresh swaps. */
-export function layout(view: View, heading: string, body: Html): Html {
-  const current = view.path.split('/')[0];
-  return html`<!doctype html>
+/** How many pieces of URL-made markup are kept (all of them dropped when full: a crawler of odd URLs only costs re-rendering). */
+const KEPT_LIMIT = 256;
+/** Markup of longer keys (long queries) is made every time, so what is kept stays small. */
+const KEPT_KEY_CHARS = 2048;
+const kept = new Map<string, Html>();
+
+/**
+ * Markup made from the request's mount point, path and query string alone (the page's head and
+ * navigation, state tabs, search forms), kept by them: a page refreshing itself asks for the same
+ * URL every few seconds, and only its rows change. `part` names the markup; `make` must depend on
+ * nothing but `view` (its URL, title, refresh period and write access).
+ */
+export function keptForUrl(view: View, part: string, make: () => Html): Html {
+  const key = `${part}\0${view.canWrite ? 'w' : 'r'}${view.refreshMs}\0${view.base}\0${view.path}${view.search}\0${view.title}`;
+  if (key.length > KEPT_KEY_CHARS) return make();
+  let markup = kept.get(key);
+  if (markup === undefined) {
+    // Kept as one flat string: a page that embeds it copies it in one piece instead of walking the
+    // pieces of its template again on every request (the page is all ASCII, see `escapeHtml`).
+    markup = new Html(Buffer.from(make().text, 'latin1').toString('latin1'));
+    if (kept.size >= KEPT_LIMIT) kept.clear();
+    kept.set(key, markup);
+  }
+  return markup;
+}
+
+/** The start of every page, up to its title. */
+const PAGE_START = html`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${heading} &middot; ${view.title}</title>
+<title>`;
+
+/** The end of every page, after its body. */
+const PAGE_END = html`
+</main>
+</body>
+</html>
+`;
+
+/** A whole page: the shell, the navigation, and the main container that live refresh swaps. */
+export function layout(view: View, heading: string, body: Html): Html {
+  // From the title's end to the heading: the same for every request of a page (its query aside).
+  const shell = keptForUrl(view, 'layout', () => {
+    const current = view.path.split('/')[0];
+    return html` &middot; ${view.title}</title>
 <link rel="icon" href="${view.base}assets/icon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="${view.base}assets/dashboard.css">
 <script src="${view.base}assets/dashboard.js" defer></script>
@@ -204,10 +244,8 @@ export function layout(view: View, heading: string, body: Html): Html {
 ${view.canWrite ? '' : html`<span class="badge">read-only</span>`}
 </header>
 <main id="dashboard-main" data-refresh-ms="${view.refreshMs}">
-<h1>${heading}</h1>
-${body}
-</main>
-</body>
-</html>
-`;
+<h1>`;
+  });
+  return html`${PAGE_START}${heading}${shell}${heading}</h1>
+${body}${PAGE_END}`;
 }
