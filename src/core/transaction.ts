@@ -273,6 +273,31 @@ export async function autocommit<T>(db: Db, fn: (manager: EntityManager) => Prom
   return singleConnectionLock(dataSource).run(attempt);
 }
 
+/**
+ * As `autocommit`, but the QueryRunner (and its EntityManager) is made only when `fn` first asks
+ * for `manager()`: for reads that mostly go around TypeORM (the dashboard's direct better-sqlite3
+ * reads), which then make none. The lock, the joined transaction and the retries are as in `autocommit`.
+ */
+export async function autocommitLazily<T>(db: Db, fn: (manager: () => EntityManager) => Promise<T>): Promise<T> {
+  const dataSource = prepareOnce(dataSourceOf(db));
+  if (transactionToJoin(db, dataSource)) return transact(db, (tx) => fn(() => tx));
+  const attempt = async () => {
+    for (let attempt = 1; ; attempt++) {
+      let runner: QueryRunner | undefined;
+      try {
+        return await fn(() => (runner ??= dataSource.createQueryRunner()).manager);
+      } catch (error) {
+        if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
+      } finally {
+        if (runner !== undefined) await runner.release();
+      }
+      await retryPause(attempt);
+    }
+  };
+  if (!dialectOf(dataSource).singleConnection) return attempt();
+  return singleConnectionLock(dataSource).run(attempt);
+}
+
 /** True when a call on `db` would join an existing transaction rather than open its own. */
 export function joinsTransaction(db: Db): boolean {
   return transactionToJoin(db, dataSourceOf(db)) !== undefined;

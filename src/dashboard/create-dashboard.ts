@@ -166,6 +166,35 @@ function refusal(req: IncomingMessage, res: ServerResponse, api: boolean, status
   sendPage(res, status, layout(view, status === 403 ? 'Forbidden' : 'Error', html`<p class="error">${message}</p>`));
 }
 
+/** What a request's URL tells the handler: never changed once made (shared by the requests of one URL). */
+interface ParsedUrl {
+  readonly pathname: string;
+  /** The pathname without its leading and trailing slash. */
+  readonly path: string;
+  /** `''` or `?…`, as `URL.search`. */
+  readonly search: string;
+  readonly searchParams: URLSearchParams;
+}
+
+/** How many parsed URLs are kept (all dropped when full), and up to what length a URL is kept. */
+const PARSED_LIMIT = 256;
+const PARSED_URL_CHARS = 2048;
+const parsedUrls = new Map<string, ParsedUrl>();
+
+/** A request URL parsed as `new URL` parses it, kept per URL: a page refreshing itself asks for the same one every few seconds. */
+function parsedUrl(requestUrl: string): ParsedUrl {
+  let parsed = parsedUrls.get(requestUrl);
+  if (parsed === undefined) {
+    const url = new URL(requestUrl, 'http://dashboard.invalid');
+    parsed = { pathname: url.pathname, path: url.pathname.replace(/^\//, '').replace(/\/$/, ''), search: url.search, searchParams: url.searchParams };
+    if (requestUrl.length <= PARSED_URL_CHARS) {
+      if (parsedUrls.size >= PARSED_LIMIT) parsedUrls.clear();
+      parsedUrls.set(requestUrl, parsed);
+    }
+  }
+  return parsed;
+}
+
 /**
  * The dashboard as a Node request handler: mount it under any path in Express or Connect
  * (`app.use('/ops', createDashboard(db))`), or serve it with `node:http` directly.
@@ -186,9 +215,9 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
 
   return async (req, res, next) => {
     try {
-      const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+      const url = parsedUrl(req.url ?? '/');
       // Parsed again only when a framework rewrote req.url (Express's originalUrl keeps the mount point).
-      const originalPath = req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : new URL(req.originalUrl, 'http://dashboard.invalid').pathname;
+      const originalPath = req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : parsedUrl(req.originalUrl).pathname;
       // The mount point itself without its slash: relative links need it, so redirect.
       if (url.pathname === '/' && !originalPath.endsWith('/')) {
         res.statusCode = 302;
@@ -196,7 +225,7 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
         res.end();
         return;
       }
-      const path = url.pathname.replace(/^\//, '').replace(/\/$/, '');
+      const path = url.path;
       const api = path === 'api' || path.startsWith('api/');
       const pagePath = api ? (path === 'api/overview' || path === 'api' ? '' : path.slice(4)) : path;
       const method = req.method ?? 'GET';

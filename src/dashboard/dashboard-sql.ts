@@ -2,7 +2,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { ownStatementError } from '../core/database-errors';
 import { InvalidArgumentError } from '../core/errors';
 import { run } from '../core/run-statement';
-import { autocommit, type Db, dataSourceOf } from '../core/transaction';
+import { autocommitLazily, type Db, dataSourceOf } from '../core/transaction';
 import { type Dialect, dialectOf } from '../dialect';
 
 /** What every page's data function reads through: the database, its dialect and one clock reading. */
@@ -23,14 +23,15 @@ export function pageContext(db: Db, now = Date.now()): PageContext {
  * Runs the page's read statements on one connection without a transaction of its own (reads of
  * committed state). `text` uses `?` placeholders; identifiers are quoted by the caller.
  */
-export function read<T>(ctx: PageContext, fn: (query: <R = Record<string, unknown>>(text: string, parameters: unknown[]) => Promise<R[]>, manager: EntityManager) => Promise<T>): Promise<T> {
-  return autocommit(ctx.db, (manager) => fn(<R,>(text: string, parameters: unknown[]) => readRows<R>(ctx, manager, text, parameters), manager));
+export function read<T>(ctx: PageContext, fn: (query: <R = Record<string, unknown>>(text: string, parameters: unknown[]) => Promise<R[]>, manager: () => EntityManager) => Promise<T>): Promise<T> {
+  // The QueryRunner is made only if a statement goes through TypeORM (see autocommitLazily).
+  return autocommitLazily(ctx.db, (manager) => fn(<R,>(text: string, parameters: unknown[]) => readRows<R>(ctx, manager, text, parameters), manager));
 }
 
 const WHAT = 'reading the dashboard data';
 
 /** One statement's rows: by the dialect's own read path where it has one, else through TypeORM. */
-function readRows<R>(ctx: PageContext, manager: EntityManager, text: string, parameters: unknown[]): Promise<R[]> {
+function readRows<R>(ctx: PageContext, manager: () => EntityManager, text: string, parameters: unknown[]): Promise<R[]> {
   const sql = ctx.dialect.sql(text);
   if (ctx.dialect.readRows !== undefined) {
     try {
@@ -40,7 +41,7 @@ function readRows<R>(ctx: PageContext, manager: EntityManager, text: string, par
       return Promise.reject(ownStatementError(error, WHAT));
     }
   }
-  return run<R[]>(manager, sql, parameters, WHAT);
+  return run<R[]>(manager(), sql, parameters, WHAT);
 }
 
 /** A `LIKE` pattern matching `text` anywhere, literally (`%`, `_` and `!` escaped with `!`). */

@@ -111,7 +111,7 @@ async function searchesUrlsTable(ctx: PageContext): Promise<boolean> {
   // Only PostgreSQL's migration makes it: elsewhere no catalogue query per search.
   if (ctx.dialect.name !== 'postgres') return false;
   if (withUrlsTable.has(ctx.dataSource)) return true;
-  const found = await read(ctx, (_, manager) => manager.queryRunner!.hasTable(URLS_TABLE));
+  const found = await read(ctx, (_, manager) => manager().queryRunner!.hasTable(URLS_TABLE));
   if (found) withUrlsTable.add(ctx.dataSource);
   return found;
 }

@@ -81,7 +81,9 @@ export async function loadJobs(ctx: PageContext, query: URLSearchParams): Promis
   }
   const page = await selectJobPage(
     ctx,
-    `${q('name')}, ${q('kind')}, ${q('done')}, ${q('batches')}, ${q('items')}, ${q('started_at')}, ${q('updated_at')}, ${q('finished_at')}, ` +
+    `jobs\0${filters.state}`,
+    () =>
+      `${q('name')}, ${q('kind')}, ${q('done')}, ${q('batches')}, ${q('items')}, ${q('started_at')}, ${q('updated_at')}, ${q('finished_at')}, ` +
       `SUBSTR(${q('cursor')}, 1, ${CURSOR_CHARS + 1}) AS ${q('cursor_text')}`,
     conditions,
     filters,

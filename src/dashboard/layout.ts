@@ -60,15 +60,20 @@ export function href(view: View, path: string, parameters: Record<string, string
   return `${view.base}${path}${search}`;
 }
 
-// A page links its own query with one parameter changed from every tab and pager link: read once per request.
-const queryRecords = new WeakMap<URLSearchParams, Record<string, string>>();
+// A page links its own query with one parameter changed from every tab and pager link: its
+// parameters are read once per query string (a page refreshing itself asks for the same one every
+// few seconds), kept as `keptForUrl` keeps markup. Never changed once made (`withQuery` copies).
+const queryRecords = new Map<string, Readonly<Record<string, string>>>();
 
 /** The current page's link with some parameters changed (`null` removes one). */
 export function withQuery(view: View, changes: Record<string, string | number | null>): string {
-  let parameters = queryRecords.get(view.query);
+  let parameters = queryRecords.get(view.search);
   if (parameters === undefined) {
     parameters = Object.fromEntries(view.query.entries());
-    queryRecords.set(view.query, parameters);
+    if (view.search.length <= KEPT_KEY_CHARS) {
+      if (queryRecords.size >= KEPT_LIMIT) queryRecords.clear();
+      queryRecords.set(view.search, parameters);
+    }
   }
   return href(view, view.path, { ...parameters, ...changes });
 }

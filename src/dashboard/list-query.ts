@@ -1,3 +1,4 @@
+import type { Dialect } from '../dialect';
 import { choice, containsPattern, keysetPage, type PageContext, pageSize, read } from './dashboard-sql';
 
 /** What a keyset-paginated list reads from the URL: a state tab, a substring search, a page size and the cursor. */
@@ -43,20 +44,38 @@ export class Conditions {
 }
 
 /**
- * One page of `checkpoint_jobs` rows (batch jobs, partitioned jobs, steps) in name order: the
+ * The statement texts of the lists, per dialect and shape: the same string object on every request,
+ * so it is neither built nor hashed again (SQLite's direct reads find their prepared statement by it).
+ */
+const statementTexts = new WeakMap<Dialect, Map<string, string>>();
+
+/**
+ * One page of `checkpoint_jobs` rows (batch jobs, steps, partitioned jobs) in name order: the
  * conditions given, the name search and the cursor, `limit + 1` rows fetched to know the next page.
+ * `shape` names the columns and the conditions' text (not their parameters): the statement's text
+ * is made once per shape (with or without search and cursor), so two shapes must never share a name.
  */
 export async function selectJobPage(
   ctx: PageContext,
-  columns: string,
+  shape: string,
+  columns: () => string,
   conditions: Conditions,
   filters: ListFilters<string>,
 ): Promise<{ rows: Record<string, unknown>[]; next: string | null }> {
-  const q = (name: string) => ctx.dialect.quote(name);
   conditions.searchAndAfter(ctx, 'name', 'name', filters);
-  const rows = await read(ctx, (query) =>
-    query(`SELECT ${columns} FROM ${q('checkpoint_jobs')}${conditions.where()} ORDER BY ${q('name')} LIMIT ?`, [...conditions.parameters, filters.limit + 1]),
-  );
+  let texts = statementTexts.get(ctx.dialect);
+  if (texts === undefined) {
+    texts = new Map();
+    statementTexts.set(ctx.dialect, texts);
+  }
+  const key = `${shape}${filters.q !== '' ? '\0q' : ''}${filters.after !== null ? '\0after' : ''}`;
+  let text = texts.get(key);
+  if (text === undefined) {
+    const q = (name: string) => ctx.dialect.quote(name);
+    text = `SELECT ${columns()} FROM ${q('checkpoint_jobs')}${conditions.where()} ORDER BY ${q('name')} LIMIT ?`;
+    texts.set(key, text);
+  }
+  const rows = await read(ctx, (query) => query(text, [...conditions.parameters, filters.limit + 1]));
   const page = keysetPage(rows, filters.limit, (row) => String(row.name));
   return { rows: page.items, next: page.next };
 }

@@ -35,7 +35,8 @@ export async function loadSteps(ctx: PageContext, query: URLSearchParams): Promi
   if (filters.state !== 'all') conditions.add(`${q('done')} = ?`, ctx.dialect.bindable(filters.state === 'recorded'));
   const page = await selectJobPage(
     ctx,
-    `${q('name')}, ${q('done')}, ${q('started_at')}, ${q('finished_at')}, SUBSTR(${q('value')}, 1, ${VALUE_CHARS + 1}) AS ${q('value_text')}`,
+    `steps\0${filters.state}`,
+    () => `${q('name')}, ${q('done')}, ${q('started_at')}, ${q('finished_at')}, SUBSTR(${q('value')}, 1, ${VALUE_CHARS + 1}) AS ${q('value_text')}`,
     conditions,
     filters,
   );
