@@ -128,8 +128,8 @@ describe(`manager.work() (${DRIVER})`, function () {
       );
       await until(async () => started.length === 1);
       const [taken, kept] = files('beat', 3).filter((file) => file.fileUrl !== started[0]).map((file) => file.fileUrl);
-      // A takeover moves the token on, as another worker's claim after an expired lease would.
-      await ds.query(sql('UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ?'), [taken]);
+      // A takeover moves the token on and holds a lease of its own, as another worker's claim after an expired lease would.
+      await ds.query(sql('UPDATE file_checkpoints SET claim_token = claim_token + 1, lease_expires_at = ? WHERE file_url = ?'), [Date.now() + 3_600_000, taken]);
       const lease = async () => Number((await manager.get(kept))!.leaseExpiresAt!.getTime());
       const before = await lease();
       // A heartbeat after the takeover: the kept file's lease moves on in the same statement that finds the taken one gone.

@@ -257,7 +257,8 @@ class FileWorker implements Worker {
         this.claiming = false;
       }
       this.hold(claimed);
-      if (claimed.length > 0 || this.stopping) continue;
+      // A finishing task's commit may have claimed files meanwhile (see `next`): they are this worker's too.
+      if (claimed.length > 0 || this.waiting.length > 0 || this.stopping) continue;
       // Nothing claimable: a draining worker ends once its own files are settled (a failed one may
       // be claimable again); otherwise sleep until the poll interval, a wake-up or a finished task.
       if (drain && this.tasks.size === 0) break;
