@@ -253,24 +253,8 @@ function singleConnectionLock(dataSource: DataSource): Mutex {
  * single-connection DataSource it holds the library's lock, so it never runs inside another
  * transaction on that connection (and never sees its uncommitted writes).
  */
-export async function autocommit<T>(db: Db, fn: (manager: EntityManager) => Promise<T>): Promise<T> {
-  const dataSource = prepareOnce(dataSourceOf(db));
-  if (transactionToJoin(db, dataSource)) return transact(db, fn);
-  const attempt = async () => {
-    for (let attempt = 1; ; attempt++) {
-      const runner = dataSource.createQueryRunner();
-      try {
-        return await fn(runner.manager);
-      } catch (error) {
-        if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
-      } finally {
-        await runner.release();
-      }
-      await retryPause(attempt);
-    }
-  };
-  if (!dialectOf(dataSource).singleConnection) return attempt();
-  return singleConnectionLock(dataSource).run(attempt);
+export function autocommit<T>(db: Db, fn: (manager: EntityManager) => Promise<T>): Promise<T> {
+  return autocommitLazily(db, (manager) => fn(manager()));
 }
 
 /**
