@@ -12,6 +12,7 @@ import { type Html, html } from './html';
 import { loadImports, renderImports } from './imports-page';
 import { loadImportRejects, renderImportRejects } from './import-rejects-page';
 import { loadJobs, renderJobs } from './jobs-page';
+import { kept } from './kept';
 import { layout, type View } from './layout';
 import { loadOverview, renderOverview } from './overview-page';
 import { retryDeadRanges } from './partitions-hook';
@@ -176,23 +177,14 @@ interface ParsedUrl {
   readonly searchParams: URLSearchParams;
 }
 
-/** How many parsed URLs are kept (all dropped when full), and up to what length a URL is kept. */
-const PARSED_LIMIT = 256;
-const PARSED_URL_CHARS = 2048;
 const parsedUrls = new Map<string, ParsedUrl>();
 
 /** A request URL parsed as `new URL` parses it, kept per URL: a page refreshing itself asks for the same one every few seconds. */
 function parsedUrl(requestUrl: string): ParsedUrl {
-  let parsed = parsedUrls.get(requestUrl);
-  if (parsed === undefined) {
+  return kept(parsedUrls, requestUrl, () => {
     const url = new URL(requestUrl, 'http://dashboard.invalid');
-    parsed = { pathname: url.pathname, path: url.pathname.replace(/^\//, '').replace(/\/$/, ''), search: url.search, searchParams: url.searchParams };
-    if (requestUrl.length <= PARSED_URL_CHARS) {
-      if (parsedUrls.size >= PARSED_LIMIT) parsedUrls.clear();
-      parsedUrls.set(requestUrl, parsed);
-    }
-  }
-  return parsed;
+    return { pathname: url.pathname, path: url.pathname.replace(/^\//, '').replace(/\/$/, ''), search: url.search, searchParams: url.searchParams };
+  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { civilFromDays } from '../core/civil-date';
 import { Html, html } from './html';
+import { kept } from './kept';
 
 /** How a page is rendered for one request: where the dashboard is mounted and what the user may do. */
 export interface View {
@@ -67,14 +68,7 @@ const queryRecords = new Map<string, Readonly<Record<string, string>>>();
 
 /** The current page's link with some parameters changed (`null` removes one). */
 export function withQuery(view: View, changes: Record<string, string | number | null>): string {
-  let parameters = queryRecords.get(view.search);
-  if (parameters === undefined) {
-    parameters = Object.fromEntries(view.query.entries());
-    if (view.search.length <= KEPT_KEY_CHARS) {
-      if (queryRecords.size >= KEPT_LIMIT) queryRecords.clear();
-      queryRecords.set(view.search, parameters);
-    }
-  }
+  const parameters = kept(queryRecords, view.search, () => Object.fromEntries(view.query.entries()));
   return href(view, view.path, { ...parameters, ...changes });
 }
 
@@ -191,11 +185,7 @@ export function progressBar(done: number, total: number | null): Html {
   return html`<progress max="${total}" value="${Math.min(done, total)}">${percent}%</progress> <span class="percent">${percent}%</span>`;
 }
 
-/** How many pieces of URL-made markup are kept (all of them dropped when full: a crawler of odd URLs only costs re-rendering). */
-const KEPT_LIMIT = 256;
-/** Markup of longer keys (long queries) is made every time, so what is kept stays small. */
-const KEPT_KEY_CHARS = 2048;
-const kept = new Map<string, Html>();
+const keptMarkup = new Map<string, Html>();
 
 /**
  * Markup made from the request's mount point, path and query string alone (the page's head and
@@ -205,16 +195,9 @@ const kept = new Map<string, Html>();
  */
 export function keptForUrl(view: View, part: string, make: () => Html): Html {
   const key = `${part}\0${view.canWrite ? 'w' : 'r'}${view.refreshMs}\0${view.base}\0${view.path}${view.search}\0${view.title}`;
-  if (key.length > KEPT_KEY_CHARS) return make();
-  let markup = kept.get(key);
-  if (markup === undefined) {
-    // Kept as one flat string: a page that embeds it copies it in one piece instead of walking the
-    // pieces of its template again on every request (the page is all ASCII, see `escapeHtml`).
-    markup = new Html(Buffer.from(make().text, 'latin1').toString('latin1'));
-    if (kept.size >= KEPT_LIMIT) kept.clear();
-    kept.set(key, markup);
-  }
-  return markup;
+  // Kept as one flat string: a page that embeds it copies it in one piece instead of walking the
+  // pieces of its template again on every request (the page is all ASCII, see `escapeHtml`).
+  return kept(keptMarkup, key, () => new Html(Buffer.from(make().text, 'latin1').toString('latin1')));
 }
 
 /** The start of every page, up to its title. */
