@@ -93,26 +93,33 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
       if (measured.cpu) cpus.push(measured.cpu);
       return (rows * 1000) / measured.ms;
     };
+    // Every run starts from the same state: the table it loads emptied by DELETE and VACUUM (the
+    // library's and psql's alike, as a table that has held rows before) and, on PostgreSQL, a
+    // checkpoint just taken, so that no run pays for a checkpoint that the WAL of the run before it
+    // set off (full-page images of every page it touches next).
     const clear = async () => {
       await dataSource.query('DELETE FROM checkpoint_import_items');
       await dataSource.query('DELETE FROM checkpoint_imports');
-      if (driver === 'postgres') await dataSource.query('DROP TABLE IF EXISTS bench_copy');
-      if (driver === 'postgres') await dataSource.query('VACUUM checkpoint_import_items');
+      if (driver === 'postgres') {
+        await dataSource.query('DELETE FROM bench_copy');
+        await dataSource.query('VACUUM checkpoint_import_items, bench_copy');
+        await dataSource.query('CHECKPOINT');
+      }
     };
     let baseline: () => Promise<number>;
     let baselineName: string;
     const url = POSTGRES_ADMIN_URL.replace(/\/[^/]*$/, `/${database.name}`);
     const copy = `\\copy bench_copy (id, value, note) FROM '${csv}' WITH (FORMAT csv, HEADER true)`;
     // The same shape as checkpoint_import_items, keyed by (batch, id); `note` takes the CSV's third column.
-    const createCopyTable = () =>
-      dataSource.query(
+    if (driver === 'postgres') {
+      await dataSource.query(
         `CREATE TABLE bench_copy (batch varchar(255) NOT NULL DEFAULT 'bench', id varchar(512) NOT NULL, value bigint NOT NULL,
            note text, PRIMARY KEY (batch, id))`,
       );
+    }
     if (driver === 'postgres') {
       baselineName = 'psql \\copy';
       baseline = async () => {
-        await createCopyTable();
         const ms = await timed(() => run('psql', [url, '-v', 'ON_ERROR_STOP=1', '-c', copy]));
         return (rows * 1000) / ms;
       };
@@ -131,7 +138,6 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
       // Where the time goes, in CPU (a shared machine's wall clock hides it): one more psql \copy,
       // untimed, reads its backend's CPU from /proc before it exits.
       await clear();
-      await createCopyTable();
       const script = join(dirname(csv), 'psql-cpu.sql');
       writeFileSync(script, `${PSQL_CPU_SCRIPT(copy)}\n`);
       const stats = (await run('psql', [url, '-q', '-v', 'ON_ERROR_STOP=1', '-f', script])).trim().split('\n').slice(-2);
