@@ -110,14 +110,12 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
     let baselineName: string;
     const url = POSTGRES_ADMIN_URL.replace(/\/[^/]*$/, `/${database.name}`);
     const copy = `\\copy bench_copy (id, value, note) FROM '${csv}' WITH (FORMAT csv, HEADER true)`;
-    // The same shape as checkpoint_import_items, keyed by (batch, id); `note` takes the CSV's third column.
     if (driver === 'postgres') {
+      // The same shape as checkpoint_import_items, keyed by (batch, id); `note` takes the CSV's third column.
       await dataSource.query(
         `CREATE TABLE bench_copy (batch varchar(255) NOT NULL DEFAULT 'bench', id varchar(512) NOT NULL, value bigint NOT NULL,
            note text, PRIMARY KEY (batch, id))`,
       );
-    }
-    if (driver === 'postgres') {
       baselineName = 'psql \\copy';
       baseline = async () => {
         const ms = await timed(() => run('psql', [url, '-v', 'ON_ERROR_STOP=1', '-c', copy]));
