@@ -41,8 +41,19 @@ interface FaultPlan {
   max: number;
   gap: [number, number];
   which: 'all' | 'one';
-  /** SQLite: hold the first lock until this settles (by default 300 ms), so the work surely meets it. */
-  firstHeldUntil?: Promise<unknown>;
+  /**
+   * SQLite: the first lock is held until this settles — the first failure the work reports — so
+   * the work surely meets a fault however loaded the machine is (a held stretch of fixed length
+   * can end before a slowed worker's busy timeout and retries run out).
+   */
+  firstHeldUntil: Promise<unknown>;
+}
+
+/** A promise the first call of `settle` resolves (later calls do nothing): the work's first failure. */
+function firstFailure(): { seen: Promise<void>; settle(): void } {
+  let settle!: () => void;
+  const seen = new Promise<void>((resolve) => (settle = resolve));
+  return { seen, settle };
 }
 
 function random(min: number, max: number): number {
@@ -70,8 +81,8 @@ function killConnections(admin: DataSource, plan: FaultPlan): Faults {
 
 /**
  * SQLite: another process takes the write lock for random stretches (20–150 ms) again and again.
- * The first stretch starts before this resolves and lasts long enough (300 ms) to outlast a
- * worker's busy timeout and retries, so the work under test meets at least one failure.
+ * The first stretch starts before this resolves and lasts until `plan.firstHeldUntil` settles, so
+ * the work under test meets at least one failure.
  */
 async function holdWriteLock(holder: Child, plan: FaultPlan): Promise<Faults> {
   let stopped = false;
@@ -90,7 +101,7 @@ async function holdWriteLock(holder: Child, plan: FaultPlan): Promise<Faults> {
   };
   const first = await lock();
   const loop = (async () => {
-    await (plan.firstHeldUntil ?? pause(300));
+    await plan.firstHeldUntil;
     await release(first);
     while (!stopped && injected < plan.max) {
       await pause(random(...plan.gap));
@@ -173,13 +184,15 @@ describe(`faults: ${faultKind} while work runs`, function () {
           throw error;
         }
       };
-      const faults = await startFaults({ max: 25, gap: [5, 40], which: 'all' });
+      const failure = firstFailure();
+      const faults = await startFaults({ max: 25, gap: [5, 40], which: 'all', firstHeldUntil: failure.seen });
       let done = false;
       while (!done) {
         try {
           done = (await eachBatch(victim, job, source, LIMIT, handler)).done;
         } catch (error) {
           outcomes.push(expectFaultError(error, userErrors, ['DATABASE_ERROR']));
+          failure.settle();
           await pause(1); // as a worker would before trying again
         }
       }
@@ -213,7 +226,8 @@ describe(`faults: ${faultKind} while work runs`, function () {
           throw error;
         }
       };
-      const faults = await startFaults({ max: 25, gap: [5, 40], which: 'all' });
+      const failure = firstFailure();
+      const faults = await startFaults({ max: 25, gap: [5, 40], which: 'all', firstHeldUntil: failure.seen });
       for (const [batch, options] of [['own', { handler }], ['built-in', {}]] as const) {
         let done = false;
         while (!done) {
@@ -221,6 +235,7 @@ describe(`faults: ${faultKind} while work runs`, function () {
             done = (await importFile(victim, batch, path, { size: 10, ...options })).done;
           } catch (error) {
             outcomes.push(expectFaultError(error, userErrors, ['DATABASE_ERROR']));
+            failure.settle();
             await pause(1);
           }
         }
