@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { eachBatch, eachPartition, listPartitions, sqlSource, status, step } from '../src';
 import { rejection } from './support/expect-code';
 import { CheckpointManager } from '../src/claims/checkpoint-manager';
-import { type Child, startChild } from './support/child';
+import { type Child, startChild, TYPESCRIPT_NODE_ARGS } from './support/child';
 import { cli, cliJson, finished, startCli } from './support/cli-run';
 import { count, createTestDatabase, DRIVER, sql, useTestDatabase } from './support/database';
 
@@ -120,13 +120,12 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
     it('draws a live progress bar (rows, rows/s, ETA) when run on a TTY', async () => {
       const path = file('tty.csv', csv(sampleRows(1000)));
       const command = [
-        process.execPath, '-r', 'ts-node/register/transpile-only', join(ROOT, CLI),
+        process.execPath, ...TYPESCRIPT_NODE_ARGS, join(ROOT, CLI),
         'import', path, '--batch', 'tty', '--size', '100', '--db', database.url,
       ].map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(' ');
       // `script` runs the command on a pseudo-terminal, so stdout and stderr are TTYs.
       const child = spawn('script', ['-qec', command, '/dev/null'], {
         cwd: ROOT,
-        env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';

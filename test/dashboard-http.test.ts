@@ -6,6 +6,7 @@ import { checkpointEntities, CheckpointManager, createDashboard, type DashboardO
 import { readRowsDirectly, rowMaker } from '../src/dialect/sqlite-read-rows';
 import { execFileSync } from 'node:child_process';
 import { SqlLog } from './support/sql-log';
+import { TYPESCRIPT_NODE_ARGS } from './support/child';
 import type { ImportsData } from '../src/dashboard/imports-page';
 import type { ImportRejectsData } from '../src/dashboard/import-rejects-page';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
@@ -516,7 +517,7 @@ describe('dashboard: SQLite row objects', function () {
       let generated = true; try { new Function('return 1'); } catch { generated = false; }
       const row = rowMaker(${JSON.stringify(NAMES)})(${JSON.stringify(VALUES)});
       process.stdout.write(JSON.stringify({ generated, proto: Object.getPrototypeOf(row) === Object.prototype, entries: Object.entries(row) }));`;
-    const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', '-r', 'ts-node/register/transpile-only', '-e', script], { encoding: 'utf8' });
+    const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', ...TYPESCRIPT_NODE_ARGS, '-e', script], { encoding: 'utf8' });
     expect(JSON.parse(out)).to.deep.equal({ generated: false, proto: true, entries: EXPECTED });
   });
 });

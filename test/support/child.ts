@@ -4,7 +4,10 @@ import { createInterface } from 'node:readline';
 
 const ROOT = join(__dirname, '..', '..');
 
-/** A child process running a TypeScript file under ts-node (transpile-only, for start-up speed). */
+/** Node's arguments that run a TypeScript file: swc's require hook (register.js) and source-mapped stack traces. */
+export const TYPESCRIPT_NODE_ARGS = ['--enable-source-maps', '-r', join(__dirname, 'register.js'), '-r', 'reflect-metadata'];
+
+/** A child process running a TypeScript file, transpiled by swc as it loads (register.js). */
 export interface Child {
   process: ChildProcess;
   /** Resolves with the exit code (null when killed by a signal) and the signal. */
@@ -19,9 +22,9 @@ export interface Child {
 }
 
 export function startChild(script: string, args: string[] = [], env: Record<string, string> = {}): Child {
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', '-r', 'reflect-metadata', join(ROOT, script), ...args], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, join(ROOT, script), ...args], {
     cwd: ROOT,
-    env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true', ...env },
+    env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const lines: string[] = [];

@@ -17,7 +17,7 @@ export async function finished(child: Child): Promise<CliRun> {
   return { code, stdout: child.lines, stderr: child.stderr() };
 }
 
-/** Starts the CLI as a child process (ts-node, transpile-only). */
+/** Starts the CLI as a child process (its TypeScript transpiled by swc as it loads). */
 export function startCli(args: string[], env: Record<string, string> = {}): Child {
   return startChild(CLI, args, env);
 }

@@ -1,0 +1,22 @@
+// TypeScript to CommonJS with swc, with the settings ts-node's `swc` mode takes from tsconfig.json
+// (ES2022, legacy decorators with their metadata, define semantics for class fields). Shared by the
+// test children's require hook (register.js) and the bench's plain-Node builds (bench/compile.ts).
+const { transformSync } = require('@swc/core');
+
+const OPTIONS = {
+  swcrc: false,
+  module: { type: 'commonjs', strictMode: true, noInterop: false },
+  jsc: {
+    parser: { syntax: 'typescript', decorators: true, dynamicImport: true },
+    target: 'es2022',
+    transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: true },
+    keepClassNames: true,
+  },
+};
+
+/** JavaScript for the TypeScript `source` of `filename`; with `sourceMap`, an inline source map for stack traces. */
+function transpile(source, filename, sourceMap = false) {
+  return transformSync(source, { ...OPTIONS, filename, sourceMaps: sourceMap ? 'inline' : false }).code;
+}
+
+module.exports = { transpile };
