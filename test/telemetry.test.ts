@@ -6,7 +6,7 @@ import { AsyncHooksContextManager } from '@opentelemetry/context-async-hooks';
 import { AggregationTemporality, type DataPoint, type Histogram, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { expect } from 'chai';
-import { CheckpointManager, eachBatch, importAll, importFile, step } from '../src';
+import { CheckpointManager, eachBatch, eachPartition, importAll, importFile, sqlSource, step } from '../src';
 import { DRIVER, useTestDatabase } from './support/database';
 import { expectCode, rejection } from './support/expect-code';
 import { runChild } from './support/child';
@@ -189,6 +189,79 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     expect(await sum('checkpoint.items', { 'checkpoint.operation': 'file' })).to.equal(8);
     expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'file', 'checkpoint.error_code': 'RangeError' })).to.equal(1);
     expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'file' })).to.equal(0);
+  });
+
+  it('work(): a checkpoint.file span per file, the handler inside it; with commitEvery, spans end with their chunk and a rolled-back chunk\'s files run again in spans of their own', async () => {
+    const manager = new CheckpointManager(db.ds, { workerId: 'telemetry-work', maxRetries: 0 });
+    const urls = ['s3://telemetry-work/a.csv', 's3://telemetry-work/b.csv', 's3://telemetry-work/c-bad.csv'];
+    await manager.register(urls.map((fileUrl) => ({ fileUrl, fileType: 'work-csv', fileTimestamp: new Date(0) })));
+    const tracer = trace.getTracer('test');
+    const handler = (file: { fileUrl: string }) =>
+      tracer.startActiveSpan('handler', { attributes: { url: file.fileUrl } }, async (span) => {
+        span.end();
+        if (file.fileUrl.includes('bad')) throw new RangeError('bad file');
+        return { totalRows: 5, filteredRows: 1, persistedRows: 4 };
+      });
+    // Only this test's files (processFile's failed one above is claimable again).
+    await manager.work(handler, { drain: true, commitEvery: 3, fileType: 'work-csv' }).done;
+
+    const files = named('checkpoint.file');
+    const outcomes = files.map((span) => [span.attributes['checkpoint.file_url'], span.attributes['checkpoint.outcome'], span.attributes['checkpoint.items'] ?? null]);
+    // The chunk of three rolled back (the failing file's span failed, the others' ended 'ok'), then each file ran on its own.
+    expect(outcomes.filter(([, outcome]) => outcome === 'committed')).to.have.deep.members([
+      [urls[0], 'committed', 4],
+      [urls[1], 'committed', 4],
+    ]);
+    expect(outcomes.filter(([, outcome]) => outcome === 'ok')).to.have.deep.members([
+      [urls[0], 'ok', null],
+      [urls[1], 'ok', null],
+    ]);
+    expect(outcomes.filter(([, outcome]) => outcome === 'failed').map(([url]) => url)).to.deep.equal([urls[2], urls[2]]);
+    expect(files).to.have.length(6);
+    for (const span of files) {
+      expect(span.attributes).to.include({ 'checkpoint.file_type': 'work-csv', 'checkpoint.worker': 'telemetry-work' });
+      if (span.attributes['checkpoint.outcome'] === 'committed') expect(span.attributes['checkpoint.claimed']).to.equal(true);
+    }
+    expect(files.filter((span) => span.attributes['checkpoint.file_url'] === urls[2]).map((span) => span.attributes['checkpoint.error_code'])).to.deep.equal(['RangeError', 'RangeError']);
+    // Every handler's span is a child of a file span of its own file.
+    const byId = new Map(files.map((span) => [span.spanContext().spanId, span]));
+    const handlers = named('handler');
+    expect(handlers).to.have.length(6);
+    for (const span of handlers) expect(byId.get(span.parentSpanContext!.spanId)?.attributes['checkpoint.file_url']).to.equal(span.attributes.url);
+    expect(await sum('checkpoint.items', { 'checkpoint.operation': 'file' })).to.equal(8);
+    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'file', 'checkpoint.error_code': 'RangeError' })).to.equal(2);
+  });
+
+  it('eachPartition: a checkpoint.range span per range run, its batches checkpoint.batch spans inside it; a failing handler fails both with its error', async () => {
+    await db.ds.query('CREATE TABLE telemetry_rows (id integer PRIMARY KEY)');
+    await db.ds.query(`INSERT INTO telemetry_rows (id) VALUES ${Array.from({ length: 20 }, (_, i) => `(${i + 1})`).join(', ')}`);
+    const source = await sqlSource(db.ds, 'telemetry_rows', 'id');
+    const result = await eachPartition(db.ds, 'telemetry-ranges', source, 3, () => undefined, { partitions: 2 });
+    expect(result.items).to.equal(20);
+    const ranges = named('checkpoint.range');
+    expect(ranges.map((span) => [span.attributes['checkpoint.job'], span.attributes['checkpoint.outcome']])).to.deep.equal([
+      ['telemetry-ranges', 'committed'],
+      ['telemetry-ranges', 'committed'],
+    ]);
+    expect(ranges.map((span) => span.attributes['checkpoint.index']).sort()).to.deep.equal([0, 1]);
+    expect(ranges.reduce((total, span) => total + Number(span.attributes['checkpoint.items']), 0)).to.equal(20);
+    const rangeIds = new Map(ranges.map((span) => [span.spanContext().spanId, span.attributes['checkpoint.index']]));
+    const batches = named('checkpoint.batch');
+    for (const span of batches) expect(rangeIds.get(span.parentSpanContext!.spanId)).to.equal(span.attributes['checkpoint.range']);
+    expect(batches.reduce((total, span) => total + Number(span.attributes['checkpoint.items'] ?? 0), 0)).to.equal(20);
+    // Items are counted once, by the batches.
+    expect(await sum('checkpoint.items', { 'checkpoint.operation': 'batch' })).to.equal(20);
+    expect(await sum('checkpoint.items', { 'checkpoint.operation': 'range' })).to.equal(0);
+    expect(await sum('checkpoint.duration', { 'checkpoint.operation': 'range', 'checkpoint.outcome': 'committed' })).to.equal(2);
+
+    spans.reset();
+    await rejection(eachPartition(db.ds, 'telemetry-ranges-failing', source, 3, () => Promise.reject(new RangeError('bad batch')), { partitions: 2 }));
+    const [failedRange] = named('checkpoint.range');
+    expect(failedRange.attributes).to.include({ 'checkpoint.job': 'telemetry-ranges-failing', 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'RangeError' });
+    expect(failedRange.status.code).to.equal(SpanStatusCode.ERROR);
+    const [failedBatch] = named('checkpoint.batch');
+    expect(failedBatch.attributes).to.include({ 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'RangeError' });
+    expect(failedBatch.parentSpanContext!.spanId).to.equal(failedRange.spanContext().spanId);
   });
 
   it('with the API but no SDK registered, no span is started (none active inside a batch); an SDK registered later records again', async () => {

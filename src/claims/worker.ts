@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Progress, progressSince } from '../core/progress';
+import { type SpanScope, traced } from '../core/telemetry';
 import { TransactionLane } from '../core/transaction-lane';
 import { checkCount, checkFileType, checkStats } from './claim-arguments';
 import type { Claimant, ClaimStore, HeldClaim, NextClaim, ProcessingStats, Subscription } from './claim-store';
@@ -350,7 +351,10 @@ class FileWorker implements Worker {
     this.runningFiles += 1;
     const started = Date.now();
     try {
-      await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started), lane, this.next);
+      await traced('file', this.fileAttributes(held), async (span) => {
+        const stats = await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started), lane, this.next);
+        fileCommitted(span, stats);
+      });
       this.progress(1);
     } catch (error) {
       if (error instanceof ClaimLostError) {
@@ -375,27 +379,48 @@ class FileWorker implements Worker {
   private async runChunk(files: Held[], lane: TransactionLane): Promise<void> {
     this.runningFiles += files.length;
     let chunked = false;
+    // Each file is a span of its own (its handler's spans nest under it) that ends when the chunk
+    // commits; a file whose chunk rolled back ends 'ok' (its own handler did not fail) and runs
+    // again in a span of its own.
+    const commit = settlement<ProcessingStats[]>();
+    const spans: Promise<unknown>[] = [];
     try {
       await this.host.store().completeAll(files, async (tx) => {
         const stats: ProcessingStats[] = [];
         for (const held of files) {
-          const started = Date.now();
-          stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
+          const handled = settlement<ProcessingStats>();
+          const span = traced('file', this.fileAttributes(held), async (scope) => {
+            const started = Date.now();
+            const own = checkStats(await this.handler(held.file, tx), Date.now() - started);
+            handled.resolve(own);
+            // Rolled back for another file's failure (or the chunk's commit): this attempt is 'ok', not committed.
+            if (await commit.promise.then(() => true, () => false)) fileCommitted(scope, own);
+          });
+          spans.push(span.catch((error: unknown) => handled.reject(error)));
+          stats.push(await handled.promise);
         }
         return stats;
       }, lane, this.next);
       chunked = true;
+      commit.resolve([]);
       this.progress(files.length);
-    } catch {
+    } catch (error) {
+      commit.reject(error);
       // Which file failed, and why, is found by running each on its own below.
     } finally {
       this.runningFiles -= files.length;
+      await Promise.all(spans);
     }
     if (chunked) {
       for (const held of files) this.held.delete(held.fileUrl);
       return;
     }
     for (const held of files) await this.runOne(held, lane);
+  }
+
+  /** The attributes of a file's `checkpoint.file` span, as processFile's. */
+  private fileAttributes(held: Held): Record<string, string> {
+    return { file_url: held.fileUrl, file_type: held.file.fileType, worker: this.host.claimant.workerId };
   }
 
   /** Extends the lease of every file held, waiting or running; a refused one is marked lost. */
@@ -421,4 +446,22 @@ class FileWorker implements Worker {
       }, this.jittered());
     }
   }
+}
+
+/** A file's span after its completion committed: claimed, with the rows it persisted. */
+function fileCommitted(span: SpanScope, stats: ProcessingStats): void {
+  span.set({ claimed: true });
+  span.committed(stats.persistedRows, false);
+}
+
+/** A promise with its resolve and reject; a rejection nobody awaits is not reported as unhandled. */
+function settlement<T>(): { promise: Promise<T>; resolve(value: T): void; reject(error: unknown): void } {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((ok, fail) => {
+    resolve = ok;
+    reject = fail;
+  });
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
 }

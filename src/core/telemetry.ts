@@ -210,8 +210,9 @@ async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTele
   try {
     const result = await fn(state);
     const outcome = state.done ? 'committed' : 'ok';
-    if (state.done) {
-      later['checkpoint.items'] = state.items;
+    // A range's items are counted by its batches' spans: the range only tells them.
+    if (state.done) later['checkpoint.items'] = state.items;
+    if (state.done && operation !== 'range') {
       let total = otel.totals.get(operation);
       if (total === undefined) {
         total = { items: 0, batches: 0 };

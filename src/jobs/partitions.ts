@@ -5,6 +5,7 @@ import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, keepLeased } from '../claims/lea
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { decodeJson, encodeJson, type Json } from '../core/json';
 import { type Progress, progressSince } from '../core/progress';
+import { type SpanScope, traced } from '../core/telemetry';
 import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
 import { dialectOf } from '../dialect';
@@ -181,9 +182,13 @@ export async function eachPartition<T>(
     failure ??= { error };
   };
 
-  /** Runs a claimed range batch by batch until it ends, the call stops, or the claim is lost. */
-  const runRange = async (range: RangeRow): Promise<void> => {
+  /**
+   * Runs a claimed range batch by batch until it ends, the call stops, or the claim is lost, in
+   * the `checkpoint.range` span `span`: each batch a `checkpoint.batch` span inside it.
+   */
+  const runRange = async (range: RangeRow, span: SpanScope): Promise<void> => {
     const index = Number(range.partition_index);
+    let ranItems = 0;
     const token = Number(range.claim_token);
     const lower = decodeJson(range.lower_key);
     const upper = decodeJson(range.upper_key);
@@ -230,26 +235,45 @@ export async function eachPartition<T>(
           await transact(db, (tx) => settleRange(tx, name, index, token, { released: true }));
           return;
         }
-        let round: Awaited<ReturnType<typeof batch>>;
-        if (batchLane) {
-          const outcome = await batchLane.transact(
-            db,
-            (tx) => batch(tx, true),
-            (ran) => (ran.change ? [commitRangeAtCommit(dialect, name, index, token, ran.change)] : []),
-            `committing a range of job "${name}"`,
-          );
-          if (!outcome.held) throw claimLost(name, index);
-          round = outcome.result;
-        } else {
-          round = await transact(db, (tx) => batch(tx, false));
-        }
+        // The batch's span records the handler's own error; HandlerFailure (which tells it apart
+        // from the library's failures below) is put back around it once the span has ended.
+        let handlerFailed = false;
+        const round = await traced('batch', { job: name, range: index }, async (batchSpan) => {
+          try {
+            let ran: Awaited<ReturnType<typeof batch>>;
+            if (batchLane) {
+              const outcome = await batchLane.transact(
+                db,
+                (tx) => batch(tx, true),
+                (done) => (done.change ? [commitRangeAtCommit(dialect, name, index, token, done.change)] : []),
+                `committing a range of job "${name}"`,
+              );
+              if (!outcome.held) throw claimLost(name, index);
+              ran = outcome.result;
+            } else {
+              ran = await transact(db, (tx) => batch(tx, false));
+            }
+            if (ran.items > 0) batchSpan.committed(ran.items, true);
+            return ran;
+          } catch (error) {
+            handlerFailed = error instanceof HandlerFailure;
+            throw handlerFailed ? (error as HandlerFailure).failure : error;
+          }
+        }).catch((error: unknown) => {
+          throw handlerFailed ? new HandlerFailure(error) : error;
+        });
         stored = round.next;
         if (round.items > 0) {
+          ranItems += round.items;
+          span.set({ items: ranItems });
           result.batches += 1;
           result.items += round.items;
           onProgress?.(progressSince(startedAt, { name, batches: result.batches, items: result.items }));
         }
-        if (round.finished) return;
+        if (round.finished) {
+          span.committed(ranItems, false);
+          return;
+        }
       }
     } catch (error) {
       if (error instanceof HandlerFailure) {
@@ -278,7 +302,7 @@ export async function eachPartition<T>(
         await pause(pollMs, signal);
         continue;
       }
-      await runRange(range);
+      await traced('range', { job: name, index: Number(range.partition_index) }, (span) => runRange(range, span));
     }
   };
 
