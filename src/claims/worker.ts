@@ -2,7 +2,7 @@ import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Progress, progressSince } from '../core/progress';
-import { type SpanScope, traced } from '../core/telemetry';
+import { recording, type SpanScope, traced } from '../core/telemetry';
 import { TransactionLane } from '../core/transaction-lane';
 import { checkCount, checkFileType, checkStats } from './claim-arguments';
 import type { Claimant, ClaimStore, HeldClaim, NextClaim, ProcessingStats, Subscription } from './claim-store';
@@ -349,11 +349,9 @@ class FileWorker implements Worker {
       return;
     }
     this.runningFiles += 1;
-    const started = Date.now();
     try {
       await traced('file', this.fileAttributes(held), async (span) => {
-        const stats = await store.completeWith(held.fileUrl, held.token, async (tx) => checkStats(await this.handler(held.file, tx), Date.now() - started), lane, this.next);
-        fileCommitted(span, stats);
+        fileCommitted(span, await store.completeWith(held.fileUrl, held.token, (tx) => this.handle(held, tx), lane, this.next));
       });
       this.progress(1);
     } catch (error) {
@@ -379,43 +377,35 @@ class FileWorker implements Worker {
   private async runChunk(files: Held[], lane: TransactionLane): Promise<void> {
     this.runningFiles += files.length;
     let chunked = false;
-    // Each file is a span of its own (its handler's spans nest under it) that ends when the chunk
-    // commits; a file whose chunk rolled back ends 'ok' (its own handler did not fail) and runs
-    // again in a span of its own.
-    const commit = settlement<ProcessingStats[]>();
-    const spans: Promise<unknown>[] = [];
+    const spans = recording() ? new ChunkSpans() : undefined;
     try {
       await this.host.store().completeAll(files, async (tx) => {
         const stats: ProcessingStats[] = [];
         for (const held of files) {
-          const handled = settlement<ProcessingStats>();
-          const span = traced('file', this.fileAttributes(held), async (scope) => {
-            const started = Date.now();
-            const own = checkStats(await this.handler(held.file, tx), Date.now() - started);
-            handled.resolve(own);
-            // Rolled back for another file's failure (or the chunk's commit): this attempt is 'ok', not committed.
-            if (await commit.promise.then(() => true, () => false)) fileCommitted(scope, own);
-          });
-          spans.push(span.catch((error: unknown) => handled.reject(error)));
-          stats.push(await handled.promise);
+          const handle = () => this.handle(held, tx);
+          stats.push(await (spans ? spans.run(this.fileAttributes(held), handle) : handle()));
         }
         return stats;
       }, lane, this.next);
       chunked = true;
-      commit.resolve([]);
       this.progress(files.length);
-    } catch (error) {
-      commit.reject(error);
+    } catch {
       // Which file failed, and why, is found by running each on its own below.
     } finally {
       this.runningFiles -= files.length;
-      await Promise.all(spans);
+      await spans?.settle(chunked);
     }
     if (chunked) {
       for (const held of files) this.held.delete(held.fileUrl);
       return;
     }
     for (const held of files) await this.runOne(held, lane);
+  }
+
+  /** Runs the handler on one file in `tx`: its stats, with the measured duration where it gave none. */
+  private async handle(held: Held, tx: EntityManager | undefined): Promise<ProcessingStats> {
+    const started = Date.now();
+    return checkStats(await this.handler(held.file, tx), Date.now() - started);
   }
 
   /** The attributes of a file's `checkpoint.file` span, as processFile's. */
@@ -452,6 +442,35 @@ class FileWorker implements Worker {
 function fileCommitted(span: SpanScope, stats: ProcessingStats): void {
   span.set({ claimed: true });
   span.committed(stats.persistedRows, false);
+}
+
+/**
+ * The files of one chunk as `checkpoint.file` spans (their handlers' spans nest under them), each
+ * ended when the chunk's transaction ends: committed, or 'ok' when the chunk rolled back for
+ * another file's failure (a failing handler fails its own span); the files of a rolled-back chunk
+ * then run again, each in a span of its own.
+ */
+class ChunkSpans {
+  private readonly ended: Promise<unknown>[] = [];
+  private readonly outcome = settlement<boolean>();
+
+  /** Runs `handle` in a file's span; resolves with its stats once the handler returned (the span stays open). */
+  run(attributes: Record<string, string>, handle: () => Promise<ProcessingStats>): Promise<ProcessingStats> {
+    const handled = settlement<ProcessingStats>();
+    const span = traced('file', attributes, async (scope) => {
+      const stats = await handle();
+      handled.resolve(stats);
+      if (await this.outcome.promise) fileCommitted(scope, stats);
+    });
+    this.ended.push(span.catch((error: unknown) => handled.reject(error)));
+    return handled.promise;
+  }
+
+  /** Ends every span: the chunk committed or not. */
+  async settle(committed: boolean): Promise<void> {
+    this.outcome.resolve(committed);
+    await Promise.all(this.ended);
+  }
 }
 
 /** A promise with its resolve and reject; a rejection nobody awaits is not reported as unhandled. */

@@ -70,6 +70,11 @@ function current(): Instruments | null {
   return instruments.active ? instruments : null;
 }
 
+/** Whether spans or metrics would be recorded now (an SDK registered): callers may skip preparing them otherwise. */
+export function recording(): boolean {
+  return current() !== null;
+}
+
 /** The totals of each meter: one set of observable counters per meter, however often its provider is registered again. */
 const meterTotals = new WeakMap<OpenTelemetry.Meter, Totals>();
 
