@@ -382,8 +382,12 @@ class FileWorker implements Worker {
       await this.host.store().completeAll(files, async (tx) => {
         const stats: ProcessingStats[] = [];
         for (const held of files) {
-          const handle = () => this.handle(held, tx);
-          stats.push(await (spans ? spans.run(this.fileAttributes(held), handle) : handle()));
+          if (spans) {
+            stats.push(await spans.run(this.fileAttributes(held), () => this.handle(held, tx)));
+            continue;
+          }
+          const started = Date.now();
+          stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
         }
         return stats;
       }, lane, this.next);
