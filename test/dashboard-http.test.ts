@@ -1,3 +1,4 @@
+import connect from 'connect';
 import express from 'express';
 import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
@@ -283,6 +284,40 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     expect(links.length).to.be.greaterThan(5);
     for (const link of links) expect(link, link).to.match(/^\/ops\/nested\//);
     // Paths the dashboard does not know fall through to the application.
+    expect(await (await fetch(`${server.url}/ops/nested/nope`)).text()).to.equal('app 404');
+  });
+
+  it('mounted in Connect under a nested path (which sets no baseUrl): links, assets and the redirect after a POST stay under it', async () => {
+    const app = connect();
+    const dashboard = createDashboard(db.ds);
+    app.use('/ops/nested', (req: IncomingMessage, res: import('node:http').ServerResponse, next: (error?: unknown) => void) => void dashboard(req, res, next));
+    app.use((_req: IncomingMessage, res: import('node:http').ServerResponse) => {
+      res.statusCode = 404;
+      res.end('app 404');
+    });
+    const server = await listen(app);
+    const bare = await fetch(`${server.url}/ops/nested?x=1`, { redirect: 'manual' });
+    expect(bare.headers.get('location')).to.equal('/ops/nested/?x=1');
+    const page = await (await fetch(`${server.url}/ops/nested/files?status=dead`)).text();
+    const links = [...page.matchAll(/(?:href|src|action)="([^"]+)"/g)].map((m) => m[1].replace(/&amp;/g, '&'));
+    expect(links.length).to.be.greaterThan(5);
+    for (const link of links) expect(link, link).to.match(/^\/ops\/nested\//);
+    for (const asset of links.filter((link) => /\.(js|css)$/.test(link))) expect((await fetch(`${server.url}${asset}`)).status, asset).to.equal(200);
+    // An action redirects back under the mount point.
+    const posted = await fetch(`${server.url}/ops/nested/files/requeue`, {
+      method: 'POST',
+      headers: { ...FORM, origin: server.url },
+      body: new URLSearchParams([['url', state.deadUrl], ['selected', '1'], ['back', 'files?status=dead']]).toString(),
+      redirect: 'manual',
+    });
+    expect(posted.status).to.equal(303);
+    expect(posted.headers.get('location')).to.equal('/ops/nested/files?status=dead');
+    expect(await fileStatus(state.deadUrl)).to.equal('pending');
+    // Make it dead again for the other tests.
+    await db.ds.query(sql('UPDATE file_checkpoints SET max_retries = 0 WHERE file_url = ?'), [state.deadUrl]);
+    const manager = new CheckpointManager(db.ds, { maxRetries: 0 });
+    expect(await manager.claimFile(state.deadUrl, 'csv', new Date(0))).to.equal(true);
+    await manager.failFile(state.deadUrl, HOSTILE.error);
     expect(await (await fetch(`${server.url}/ops/nested/nope`)).text()).to.equal('app 404');
   });
 

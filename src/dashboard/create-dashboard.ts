@@ -231,7 +231,7 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
       }
 
       const access = options.authorize ? toAccess(await options.authorize(req)) : 'write';
-      const base = `${(req.baseUrl ?? '').replace(/\/$/, '')}/`;
+      const base = `${mountPoint(req.baseUrl, originalPath, url.pathname).replace(/\/$/, '')}/`;
       const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.searchParams, search: url.search };
       if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
 
@@ -264,4 +264,13 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
       sendJson(res, status, { error: { code, message } });
     }
   };
+}
+
+/**
+ * Where the dashboard is mounted: Express's `req.baseUrl`; under Connect, which only rewrites
+ * `req.url` (keeping the full path in `originalUrl`), the original path less the part it handed on.
+ */
+function mountPoint(baseUrl: string | undefined, originalPath: string, pathname: string): string {
+  if (baseUrl !== undefined) return baseUrl;
+  return originalPath !== pathname && originalPath.endsWith(pathname) ? originalPath.slice(0, originalPath.length - pathname.length) : '';
 }
