@@ -462,6 +462,27 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     await db.ds.query(sql('UPDATE checkpoint_partitions SET updated_at = ? WHERE job_name = ? AND partition_index = ?'), [Date.now(), state.job, state.dead.index]);
     expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items.map((job) => [job.name, job.stalled])).to.deep.equal([[state.job, false]]);
   });
+
+  it('a file whose lease expired on its last attempt is a dead letter on the pages (not a processing row with an expired lease), with its Requeue', async () => {
+    const url = 's3://expired/last-attempt.csv';
+    const manager = new CheckpointManager(db.ds, { maxRetries: 0, leaseMs: 60_000 });
+    expect(await manager.claimFile(url, 'csv', new Date(0))).to.equal(true);
+    // As if the worker had died a minute ago (no clock of the dashboard's to turn).
+    await db.ds.query(sql('UPDATE file_checkpoints SET lease_expires_at = ? WHERE file_url = ?'), [Date.now() - 60_000, url]);
+    const base = await start({ authorize: () => 'write' });
+    const overview = await json<OverviewData>(`${base}/api/overview`);
+    expect(overview.problems.filter((problem) => problem.kind !== 'stalled-jobs').map((problem) => [problem.kind, problem.count])).to.deep.equal([['dead-letters', 1]]);
+    expect(overview.files).to.include({ dead: 1, expiredLeases: 0, processing: 0 });
+    const dead = await json<FilesData>(`${base}/api/files?status=dead`);
+    expect(dead.items.map((file) => [file.url, file.status, file.dead])).to.deep.equal([[url, 'failed', true]]);
+    expect((await json<FilesData>(`${base}/api/files?status=processing`)).items).to.deep.equal([]);
+    const page = await (await fetch(`${base}/files?status=dead`)).text();
+    expect(page).to.include('Requeue');
+    const requeued = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, origin: base }, body: new URLSearchParams({ one: url }).toString(), redirect: 'manual' });
+    expect(requeued.status).to.equal(303);
+    const [row] = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [url])) as { status: string }[];
+    expect(row.status).to.equal('pending');
+  });
 });
 
 describe(`dashboard indexes (${DRIVER})`, function () {

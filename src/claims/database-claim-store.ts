@@ -728,6 +728,21 @@ export class DatabaseClaimStore implements ClaimStore {
     );
   }
 
+  /**
+   * Turns the files whose lease expired on their last attempt into dead letters, as every reader
+   * here does first: for readers of the table outside the store (the dashboard). A plain read
+   * finds none in the common case, and then nothing is written (no SQLite write lock taken).
+   */
+  async expireLeases(now: number): Promise<void> {
+    const q = (column: string) => this.dialect.quote(column);
+    await this.guard('expiring leases', async () => {
+      const found = await autocommit(this.db, (tx) =>
+        run<unknown[]>(tx, this.sql(`SELECT 1 FROM ${this.table} WHERE ${expiredOnLastAttempt(q, '?')} LIMIT 1`), [now], 'expiring leases'),
+      );
+      if (found.length > 0) await transact(this.db, (tx) => this.expireLastAttempts(tx, now));
+    });
+  }
+
   async deadLetters(now: number): Promise<FileCheckpoint[]> {
     const q = (column: string) => this.dialect.quote(column);
     return this.guard('listing dead letters', () =>

@@ -1,3 +1,4 @@
+import { DatabaseClaimStore } from '../claims/database-claim-store';
 import { containsPattern, keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { Conditions, type ListFilters, listFilters } from './list-query';
 import { type Html, html } from './html';
@@ -116,7 +117,13 @@ async function searchesUrlsTable(ctx: PageContext): Promise<boolean> {
   return found;
 }
 
+/** A lease that expired on the file's last attempt makes it a dead letter before the page shows it (as the store's readers do). */
+export function expireLeases(ctx: PageContext): Promise<void> {
+  return new DatabaseClaimStore(ctx.db).expireLeases(ctx.now);
+}
+
 export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promise<FilesData> {
+  await expireLeases(ctx);
   const { state: status, ...rest } = listFilters(query, 'status', FILE_STATUSES, 'all');
   const filters = { status, ...rest };
   const q = (name: string) => ctx.dialect.quote(name);

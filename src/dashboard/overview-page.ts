@@ -1,5 +1,5 @@
 import { type PageContext, read, toBoolean, toNumber } from './dashboard-sql';
-import { type FileCounts, loadFileCounts } from './files-page';
+import { expireLeases, type FileCounts, loadFileCounts } from './files-page';
 import { type Html, html } from './html';
 import { stalledCondition } from './jobs-page';
 import { formatCount, formatTime, href, layout, type View } from './layout';
@@ -28,6 +28,7 @@ export interface OverviewData {
 }
 
 export async function loadOverview(ctx: PageContext): Promise<OverviewData> {
+  await expireLeases(ctx);
   const q = (name: string) => ctx.dialect.quote(name);
   const jobs = await read(ctx, async (query) => {
     const byKind = await query(`SELECT ${q('kind')}, ${q('done')}, COUNT(*) AS ${q('n')} FROM ${q('checkpoint_jobs')} GROUP BY ${q('kind')}, ${q('done')}`, []);
