@@ -33,17 +33,20 @@ function asText(column: string): string {
 
 const TYPED_TABLE: Record<typeof DRIVER, string[]> = {
   postgres: [
-    "CREATE TYPE color_t AS ENUM ('red', 'green')",
+    "CREATE TYPE color_t AS ENUM ('red', 'green', 'Blue')",
     `CREATE TABLE typed (n INTEGER PRIMARY KEY, req INTEGER NOT NULL, small SMALLINT, big BIGINT, num NUMERIC(6,2), flt DOUBLE PRECISION,
-       flag BOOLEAN, day DATE, at TIMESTAMP(6), atz TIMESTAMPTZ, uid UUID, doc JSONB, name VARCHAR(5), color color_t, other INTERVAL)`,
+       flag BOOLEAN, day DATE, at TIMESTAMP(6), atz TIMESTAMPTZ, uid UUID, doc JSONB, name VARCHAR(5), color color_t, other INTERVAL,
+       flt4 REAL, at0 TIMESTAMP(0))`,
   ],
   mysql: [
     `CREATE TABLE typed (n INT PRIMARY KEY, req INT NOT NULL, small SMALLINT, big BIGINT, num DECIMAL(6,2), flt DOUBLE,
-       flag BOOLEAN, day DATE, at DATETIME(6), atz DATETIME(6), uid UUID, doc JSON, name VARCHAR(5), color ENUM('red', 'green'), other TIME)`,
+       flag BOOLEAN, day DATE, at DATETIME(6), atz DATETIME(6), uid UUID, doc JSON, name VARCHAR(5), color ENUM('red', 'green', 'Blue'), other TIME,
+       flt4 FLOAT, at0 DATETIME)`,
   ],
   sqlite: [
     `CREATE TABLE typed (n INTEGER PRIMARY KEY, req INTEGER NOT NULL, small SMALLINT, big BIGINT, num DECIMAL(6,2), flt DOUBLE,
-       flag BOOLEAN, day DATE, at DATETIME, atz DATETIME, uid UUID, doc JSON, name VARCHAR(5), color VARCHAR(10), other BLOB)`,
+       flag BOOLEAN, day DATE, at DATETIME, atz DATETIME, uid UUID, doc JSON, name VARCHAR(5), color VARCHAR(10), other BLOB,
+       flt4 REAL, at0 DATETIME)`,
   ],
 };
 
@@ -78,6 +81,12 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'flt', value: '-Infinity', stored: '-Infinity', only: ['postgres'] },
   { column: 'flt', value: 'Infinity', refused: true, only: ['sqlite', 'mysql'] },
   { column: 'flt', value: 2.5e-7, stored: (t) => Number(t) === 2.5e-7 },
+  // Beyond a double's range, or a non-zero value a double would store as 0: refused in pass 1, not by the database mid-import.
+  { column: 'flt', value: '1e400', refused: true },
+  { column: 'flt', value: '-2.5e-400', refused: true },
+  { column: 'flt4', value: '3.5', stored: (t) => Number(t) === 3.5 },
+  { column: 'flt4', value: '1e39', refused: true, only: ['postgres', 'mysql'] },
+  { column: 'flt4', value: '1e-50', refused: true, only: ['postgres', 'mysql'] },
   { column: 'flag', value: 'YES', stored: (t) => t === 'true' || t === '1' },
   { column: 'flag', value: 'f', stored: (t) => t === 'false' || t === '0' },
   { column: 'flag', value: true, stored: (t) => t === 'true' || t === '1' },
@@ -93,6 +102,8 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'at', value: '2024-01-02T03:04:05.654321Z', stored: '2024-01-02 03:04:05.654321' },
   { column: 'at', value: '2024-01-02T03:04:05', stored: (t) => t.startsWith('2024-01-02 03:04:05') },
   { column: 'at', value: '2024-01-02T03:04:05.1234567', refused: true },
+  // Up to 6 fraction digits whatever the column keeps: the database rounds them to its precision.
+  { column: 'at0', value: '2024-01-02T03:04:05.123456', stored: (t) => t.startsWith('2024-01-02 03:04:05') },
   { column: 'at', value: '2024-01-02', refused: true },
   { column: 'at', value: '2024-02-30T00:00:00', refused: true },
   { column: 'at', value: 'yesterday', refused: true },
@@ -117,6 +128,8 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'name', value: 'a\u0000b', refused: true, only: ['postgres'] },
   { column: 'color', value: 'red', stored: 'red', only: ['postgres', 'mysql'] },
   { column: 'color', value: 'blue', refused: true, only: ['postgres', 'mysql'] },
+  // A label as declared, capitals included.
+  { column: 'color', value: 'Blue', stored: 'Blue', only: ['postgres', 'mysql'] },
   { column: 'req', value: null, refused: true },
 ];
 

@@ -61,7 +61,7 @@ function mysqlRecordColumn(c: MysqlCatalogueColumn, primary: number): RecordColu
     case 'float':
     case 'double':
     case 'real':
-      return { ...base, kind: 'float' };
+      return { ...base, kind: 'float', single: type === 'float' };
     case 'date':
       return { ...base, kind: 'date' };
     case 'datetime':
@@ -72,7 +72,8 @@ function mysqlRecordColumn(c: MysqlCatalogueColumn, primary: number): RecordColu
     case 'json':
       return { ...base, kind: 'json' };
     case 'enum': {
-      const values = [...columnType.slice(5, -1).matchAll(/'((?:[^']|'')*)'/g)].map((m) => m[1].replace(/''/g, "'"));
+      // The labels as declared (the lowercased type is for matching type names only).
+      const values = [...c.columnType.slice(5, -1).matchAll(/'((?:[^']|'')*)'/g)].map((m) => m[1].replace(/''/g, "'"));
       return { ...base, kind: 'enum', values };
     }
     case 'char':

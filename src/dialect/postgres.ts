@@ -47,7 +47,7 @@ function pgRecordColumn(c: PgCatalogueColumn): RecordColumn {
       return { ...base, kind: 'numeric', precision: c.precision, scale: c.precision === null ? null : c.scale, wire: 'numeric' };
     case 'float4':
     case 'float8':
-      return { ...base, kind: 'float' };
+      return { ...base, kind: 'float', single: c.udt === 'float4' };
     case 'bool':
       return { ...base, kind: 'boolean', wire: 'bool' };
     case 'date':

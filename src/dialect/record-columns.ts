@@ -12,6 +12,8 @@ export interface RecordColumn {
   /** numeric: digits in all and after the point (null: unconstrained). */
   precision?: number | null;
   scale?: number | null;
+  /** float: a 4-byte (single precision) type. */
+  single?: boolean;
   /** text: characters at most (null: unlimited). */
   length?: number | null;
   /** timestamp: fraction digits the column keeps. */

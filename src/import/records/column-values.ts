@@ -58,7 +58,7 @@ export function convertValue(value: unknown, column: RecordColumn, storable: Sto
     case 'numeric':
       return numericValue(value, column);
     case 'float':
-      return floatValue(value, storable);
+      return floatValue(value, storable, column);
     case 'boolean':
       return booleanValue(value);
     case 'date':
@@ -135,14 +135,18 @@ function numericValue(value: unknown, column: RecordColumn): Converted {
   return { value: `${negative ? '-' : ''}${integerPart}${fractionPart ? `.${fractionPart}` : ''}` };
 }
 
-function floatValue(value: unknown, storable: StorableValues): Converted {
+function floatValue(value: unknown, storable: StorableValues, column: RecordColumn): Converted {
   const text = textOf(value);
   if (text === null) return { reason: `${quoted(value)} is not a number` };
   if (FLOAT.test(text)) {
     const n = Number(text);
-    if (Number.isFinite(n)) return { value: storable.floatSpecials ? text : n };
-    if (!storable.floatSpecials) return { reason: `${text} is beyond the range of a double` };
-    return { value: text };
+    // Out of range is refused here, in pass 1, rather than by the database in the middle of the import.
+    const type = column.single ? 'a real (4 bytes)' : 'a double';
+    const stored = column.single ? Math.fround(n) : n;
+    if (!Number.isFinite(stored)) return { reason: `${text} is beyond the range of ${type}` };
+    // A non-zero value that would be stored as 0 (the databases refuse such an underflow).
+    if (stored === 0 && /[1-9]/.test(text.split(/[eE]/)[0])) return { reason: `${text} is too close to 0 for ${type}` };
+    return { value: storable.floatSpecials ? text : n };
   }
   if (storable.floatSpecials && /^(NaN|[+-]?Infinity)$/.test(text)) return { value: text };
   return { reason: `${quoted(value)} is not a number` };
@@ -189,8 +193,7 @@ function timestampValue(value: unknown, column: RecordColumn): Converted {
   const fraction = match[7] ?? '';
   const zone = match[8];
   if (!realDate(year, month, day) || hour > 23 || minute > 59 || second > 59) return invalid();
-  const kept = column.fractionDigits ?? 6;
-  if (/[1-9]/.test(fraction.slice(kept))) return { reason: `${text} has more fraction digits than the column keeps (${kept})` };
+  // Up to 6 fraction digits are accepted whatever the column keeps: the database rounds to its precision, as it does for its own input.
   if (!zone || zone.toUpperCase() === 'Z') {
     // UTC already: the digits as given, with a space between date and time.
     const wall = `${match[1]}-${match[2]}-${match[3]} ${match[4]}:${match[5]}:${match[6] ?? '00'}${fraction ? `.${fraction}` : ''}`;

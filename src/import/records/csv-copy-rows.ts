@@ -464,7 +464,7 @@ class CsvFieldRows {
     if (!(hour <= 23 && minute <= 59 && second <= 59)) return false;
     if (length > 19) {
       const fraction = length - 20;
-      if (bytes[start + 19] !== DOT || fraction < 1 || fraction > 6 || fraction > (plan.column.fractionDigits ?? 6)) return false;
+      if (bytes[start + 19] !== DOT || fraction < 1 || fraction > 6) return false;
       for (let i = start + 20; i < last; i++) if (!isDigit(bytes[i])) return false;
     }
     this.endRead = last;
