@@ -219,9 +219,11 @@ describe(`manager.work() (${DRIVER})`, function () {
     await manager.register(chunk);
     const calls: string[] = [];
     const progress: Progress[] = [];
+    const running: number[] = [];
     const worker = manager.work(
       async (file: FileCheckpoint, tx) => {
         calls.push(file.fileUrl);
+        running.push(worker.running);
         await tx!.query(insert, [file.fileUrl, file.claimToken]);
         if (file.fileUrl === chunk[2].fileUrl) throw new Error('bad file');
         return STATS;
@@ -235,6 +237,8 @@ describe(`manager.work() (${DRIVER})`, function () {
     expect([...claimOrder].sort()).to.deep.equal(chunk.map((f) => f.fileUrl));
     expect(calls).to.deep.equal([...claimOrder.slice(0, failing + 1), ...claimOrder]);
     expect(progress.map((p) => p.batches)).to.deep.equal([1, 2, 3, 4]);
+    // A chunk's handlers run one after another: `running` counts the one in flight, not the chunk.
+    expect(running).to.deep.equal(calls.map(() => 1));
     for (const [i, file] of chunk.entries()) {
       const expected = i === 2 ? 0 : 1;
       expect(await count(ds, sql('SELECT COUNT(*) FROM work_effects WHERE file_url = ?'), [file.fileUrl])).to.equal(expected);

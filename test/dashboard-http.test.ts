@@ -463,6 +463,13 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items.map((job) => [job.name, job.stalled])).to.deep.equal([[state.job, false]]);
   });
 
+  it("a partitioned job's reset confirmation says what is forgotten: its plan and ranges, planned again by the next eachPartition", async () => {
+    const base = await start();
+    const page = await (await fetch(`${base}/jobs/reset?name=${encodeURIComponent(state.job)}`)).text();
+    expect(page).to.include('the next <code>eachPartition</code> plans it again');
+    expect(page).to.not.include('the next call of the step');
+  });
+
   it('a file whose lease expired on its last attempt is a dead letter on the pages (not a processing row with an expired lease), with its Requeue', async () => {
     const url = 's3://expired/last-attempt.csv';
     const manager = new CheckpointManager(db.ds, { maxRetries: 0, leaseMs: 60_000 });

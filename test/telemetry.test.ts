@@ -248,6 +248,11 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     const rangeIds = new Map(ranges.map((span) => [span.spanContext().spanId, span.attributes['checkpoint.index']]));
     const batches = named('checkpoint.batch');
     for (const span of batches) expect(rangeIds.get(span.parentSpanContext!.spanId)).to.equal(span.attributes['checkpoint.range']);
+    // Each range's batches are numbered from 0 in the order they committed.
+    for (const range of [0, 1]) {
+      const indexes = batches.filter((span) => span.attributes['checkpoint.range'] === range).map((span) => span.attributes['checkpoint.index']);
+      expect(indexes).to.deep.equal(indexes.map((_, i) => i));
+    }
     expect(batches.reduce((total, span) => total + Number(span.attributes['checkpoint.items'] ?? 0), 0)).to.equal(20);
     // Items are counted once, by the batches.
     expect(await sum('checkpoint.items', { 'checkpoint.operation': 'batch' })).to.equal(20);

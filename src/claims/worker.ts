@@ -375,19 +375,24 @@ class FileWorker implements Worker {
    * chunk back and its files run again one per transaction, so only the failing file fails.
    */
   private async runChunk(files: Held[], lane: TransactionLane): Promise<void> {
-    this.runningFiles += files.length;
     let chunked = false;
     const spans = recording() ? new ChunkSpans() : undefined;
     try {
       await this.host.store().completeAll(files, async (tx) => {
         const stats: ProcessingStats[] = [];
         for (const held of files) {
-          if (spans) {
-            stats.push(await spans.run(this.fileAttributes(held), () => this.handle(held, tx)));
-            continue;
+          // One handler in flight at a time: `running` counts it, not the whole chunk.
+          this.runningFiles += 1;
+          try {
+            if (spans) {
+              stats.push(await spans.run(this.fileAttributes(held), () => this.handle(held, tx)));
+              continue;
+            }
+            const started = Date.now();
+            stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
+          } finally {
+            this.runningFiles -= 1;
           }
-          const started = Date.now();
-          stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
         }
         return stats;
       }, lane, this.next);
@@ -396,7 +401,6 @@ class FileWorker implements Worker {
     } catch {
       // Which file failed, and why, is found by running each on its own below.
     } finally {
-      this.runningFiles -= files.length;
       await spans?.settle(chunked);
     }
     if (chunked) {

@@ -28,7 +28,9 @@ export function renderReset(data: ResetData, view: View): Html {
 <p>Reset the ${job.kind} <code class="name">${job.name}</code>? It is forgotten: ${
           job.kind === 'batch'
             ? html`the next <code>eachBatch</code> starts from the beginning (it has committed ${formatCount(job.batches)} batches, ${formatCount(job.items)} items, last at ${formatTime(job.updatedAt)}).`
-            : html`the next call of the step runs it again.`
+            : job.kind === 'partitioned'
+              ? html`its plan and ranges are dropped, and the next <code>eachPartition</code> plans it again and runs every range from the beginning (it has committed ${formatCount(job.batches)} batches, ${formatCount(job.items)} items, last at ${formatTime(job.updatedAt)}).`
+              : html`the next call of the step runs it again.`
         } Its writes are not undone.</p>
 ${
   view.canWrite

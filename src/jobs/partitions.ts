@@ -189,6 +189,8 @@ export async function eachPartition<T>(
   const runRange = async (range: RangeRow, span: SpanScope): Promise<void> => {
     const index = Number(range.partition_index);
     let ranItems = 0;
+    // The range's batches committed before the next one (its span's index).
+    let batchIndex = Number(range.batches);
     const token = Number(range.claim_token);
     const lower = decodeJson(range.lower_key);
     const upper = decodeJson(range.upper_key);
@@ -238,7 +240,7 @@ export async function eachPartition<T>(
         // The batch's span records the handler's own error; HandlerFailure (which tells it apart
         // from the library's failures below) is put back around it once the span has ended.
         let handlerFailed = false;
-        const round = await traced('batch', { job: name, range: index }, async (batchSpan) => {
+        const round = await traced('batch', { job: name, range: index, index: batchIndex }, async (batchSpan) => {
           try {
             let ran: Awaited<ReturnType<typeof batch>>;
             if (batchLane) {
@@ -265,6 +267,7 @@ export async function eachPartition<T>(
         stored = round.next;
         if (round.items > 0) {
           ranItems += round.items;
+          batchIndex += 1;
           span.set({ items: ranItems });
           result.batches += 1;
           result.items += round.items;
