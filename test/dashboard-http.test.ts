@@ -222,7 +222,8 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     expect(await page.text()).to.not.include('method="post"');
     const post = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, ...viewer, 'sec-fetch-site': 'same-origin' }, body: requeueForm(state.deadUrl) });
     expect(post.status).to.equal(403);
-    for (const path of ['/', '/api/overview', '/files', '/assets/dashboard.js']) {
+    // Every request, a path the dashboard does not know included (served alone, with no application behind it).
+    for (const path of ['/', '/api/overview', '/files', '/assets/dashboard.js', '/nope', '/api/nope']) {
       expect((await fetch(`${base}${path}`, { headers: { 'x-user': 'stranger' } })).status, path).to.equal(403);
     }
     expect(await fileStatus(state.deadUrl)).to.equal('failed');

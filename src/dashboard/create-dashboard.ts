@@ -224,13 +224,16 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
       const isRead = method === 'GET' || method === 'HEAD';
       const isAction = method === 'POST' && !api && ACTIONS[path] !== undefined;
       const known = isRead ? PAGES[pagePath] !== undefined || (!api && ASSETS[path] !== undefined) : isAction;
+      // A path it does not know is the application's where there is one (next); served alone, the
+      // dashboard answers it, after `authorize` (whose 'none' refuses every request).
+      if (!known && next) return next();
+      const access = options.authorize ? toAccess(await options.authorize(req)) : 'write';
       if (!known) {
-        if (next) return next();
+        if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
         refusal(req, res, api, 404, 'NOT_FOUND', 'No such dashboard page.');
         return;
       }
 
-      const access = options.authorize ? toAccess(await options.authorize(req)) : 'write';
       const base = `${mountPoint(req.baseUrl, originalPath, url.pathname).replace(/\/$/, '')}/`;
       const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.searchParams, search: url.search };
       if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
