@@ -736,10 +736,11 @@ export class DatabaseClaimStore implements ClaimStore {
   async expireLeases(now: number): Promise<void> {
     const q = (column: string) => this.dialect.quote(column);
     await this.guard('expiring leases', async () => {
-      const found = await autocommit(this.db, (tx) =>
-        run<unknown[]>(tx, this.sql(`SELECT 1 FROM ${this.table} WHERE ${expiredOnLastAttempt(q, '?')} LIMIT 1`), [now], 'expiring leases'),
+      // A count, not LIMIT 1: PostgreSQL would answer `LIMIT 1` by a sequential scan it expects to stop early.
+      const [found] = await autocommit(this.db, (tx) =>
+        run<{ n: number | string }[]>(tx, this.sql(`SELECT COUNT(*) AS ${q('n')} FROM ${this.table} WHERE ${expiredOnLastAttempt(q, '?')}`), [now], 'expiring leases'),
       );
-      if (found.length > 0) await transact(this.db, (tx) => this.expireLastAttempts(tx, now));
+      if (Number(found?.n ?? 0) > 0) await transact(this.db, (tx) => this.expireLastAttempts(tx, now));
     });
   }
 
