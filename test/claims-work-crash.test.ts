@@ -41,15 +41,6 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
       fileType: 'work',
       fileTimestamp: new Date(1_700_000_000_000 + i),
     }));
-    expect(await parent.register(files)).to.equal(FILES);
-    // The files failing every attempt go first (claims take the oldest first; files registered
-    // together come in no particular order), so some use their attempts up before the first kill.
-    const alwaysFailing = files.filter((file) => Array.from({ length: MAX_RETRIES + 1 }, (_, r) => failsAttempt(file.fileUrl, r)).every(Boolean));
-    await ds.query(
-      sql(`UPDATE file_checkpoints SET created_at = created_at - 1 WHERE file_url IN (${alwaysFailing.map(() => '?').join(', ')})`),
-      alwaysFailing.map((file) => file.fileUrl),
-    );
-
     let started = 0;
     const ids = new Map<Child, string>();
     const launch = () => {
@@ -74,6 +65,16 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
       }[];
     try {
       await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
+      // The queue fills only once every worker is up: the first one started would otherwise take
+      // the whole queue before the others, and the first kill point, were ready.
+      expect(await parent.register(files)).to.equal(FILES);
+      // The files failing every attempt go first (claims take the oldest first; files registered
+      // together come in no particular order), so some use their attempts up before the first kill.
+      const alwaysFailing = files.filter((file) => Array.from({ length: MAX_RETRIES + 1 }, (_, r) => failsAttempt(file.fileUrl, r)).every(Boolean));
+      await ds.query(
+        sql(`UPDATE file_checkpoints SET created_at = created_at - 1 WHERE file_url IN (${alwaysFailing.map(() => '?').join(', ')})`),
+        alwaysFailing.map((file) => file.fileUrl),
+      );
       // Kill points: a worker holding claims dies each time another quarter of the files has
       // settled; a fresh process replaces it, and the killed one's claims come back when their
       // leases expire.
