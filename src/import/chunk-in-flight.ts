@@ -2,12 +2,20 @@
 export interface ChunkOrder {
   /** Settles once the chunk before has finished: true when it committed (or had nothing to do), false when it failed. */
   previous: Promise<boolean>;
+  /**
+   * Settles once the chunk before has made its first attempt: true when that one committed. A chunk
+   * sent on another connection than the one before commits only then (see `attempted`).
+   */
+  previousAttempt: Promise<boolean>;
+  /** To call once the chunk's first attempt has ended; else the chunk's end counts as its first attempt. */
+  attempted(committed: boolean): void;
   /** To call once the chunk's statements are on their way: the next chunk is only sent after that. */
   sent(): void;
 }
 
 interface Committing {
   done: Promise<boolean>;
+  attempt: Promise<boolean>;
   sent: Promise<void>;
   failure: { error: unknown } | null;
 }
@@ -39,17 +47,28 @@ export class ChunkInFlight<T> {
 
   /** Starts committing `chunk`: call it once `ready` has returned. */
   start(chunk: T): void {
-    const previous = this.committing[this.committing.length - 1]?.done ?? Promise.resolve(true);
+    const last = this.committing[this.committing.length - 1];
+    const previous = last?.done ?? Promise.resolve(true);
+    const previousAttempt = last?.attempt ?? Promise.resolve(true);
     let sent!: () => void;
-    const entry: Committing = { done: Promise.resolve(true), sent: new Promise<void>((resolve) => (sent = resolve)), failure: null };
-    entry.done = this.commit(chunk, { previous, sent }).then(
+    let attempted!: (committed: boolean) => void;
+    const entry: Committing = {
+      done: Promise.resolve(true),
+      attempt: new Promise<boolean>((resolve) => (attempted = resolve)),
+      sent: new Promise<void>((resolve) => (sent = resolve)),
+      failure: null,
+    };
+    entry.done = this.commit(chunk, { previous, previousAttempt, attempted, sent }).then(
       () => true,
       (error: unknown) => {
         entry.failure = { error };
         return false;
       },
     );
-    void entry.done.then(sent);
+    void entry.done.then((committed) => {
+      sent();
+      attempted(committed);
+    });
     this.committing.push(entry);
   }
 

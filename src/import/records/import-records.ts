@@ -345,14 +345,19 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   // import, where it opens its own transactions (a configured isolation level is TypeORM's to apply).
   const dataSource = dataSourceOf(db);
   const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
-  let runner: QueryRunner | null = null;
-  const held =
-    plan.target && !plan.conflict && dialectOf(dataSource).copyRows && !joinsTransaction(db) && isolation === undefined
-      ? () => (runner ??= dataSource.createQueryRunner())
-      : null;
+  const dialect = dialectOf(dataSource);
+  const holds = plan.target !== undefined && !plan.conflict && dialect.copyRows !== undefined && !joinsTransaction(db) && isolation === undefined;
+  // Two held connections when the pool has them to spare: chunks take turns, and each one's rows
+  // are copied beside the commit of the one before (on the other connection), so the server works
+  // on two chunks at once; they still commit one after the other (see `commitHeld`).
+  const lanes = holds && (dialect.spareConnections?.(dataSource) ?? 0) >= 2 ? 2 : 1;
+  const runners: QueryRunner[] = [];
+  const heldOn = (lane: number) => () => (runners[lane] ??= dataSource.createQueryRunner());
+  let chunksSent = 0;
   // A CSV whose rows go by COPY on the held connection is written as COPY text as it is read.
-  // On the held connection, a chunk is sent while the one before commits (`CopyAround.proceed`).
-  const depth = held ? 2 : 1;
+  // On one held connection, a chunk is sent while the one before commits (`CopyAround.proceed`).
+  const depth = holds ? 2 : 1;
+  const held = holds ? heldOn(0) : null;
   const copies = held !== null && plan.bytes && !plan.target!.table.schema;
   // In PostgreSQL's binary format when every column the records fill has one (no text parsed on
   // the server: a binary COPY of the bench's typed rows costs it 40 % less CPU than COPY text);
@@ -367,9 +372,10 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   let duplicate = 0;
   const commit = async (taken: Chunk, order: ChunkOrder) => {
     const last = taken.start + taken.count >= total;
+    const lane = chunksSent++ % lanes;
     // The same span and metrics as a chunk of the lab shape; rows `map` skipped and invalid rows as attributes.
     const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
-      const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, held, order);
+      const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, holds ? heldOn(lane) : null, order, lanes > 1);
       if (committed?.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
       span.committed(committed?.advanced ? taken.rows.length : 0, committed?.advanced ?? false);
       return committed;
@@ -436,7 +442,7 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     await inFlight.settle().catch(() => undefined);
     throw error;
   } finally {
-    await (runner as QueryRunner | null)?.release();
+    for (const runner of runners) await runner.release();
   }
 }
 
@@ -492,6 +498,7 @@ async function commitChunk(
   asynchronous: BoundStatement | undefined,
   held: (() => QueryRunner) | null,
   order: ChunkOrder,
+  beside: boolean,
 ): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
   const { digest } = record;
@@ -499,7 +506,7 @@ async function commitChunk(
   const write: RowWrite | null = plan.target
     ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
     : null;
-  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, record, chunk, write, held(), order);
+  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, record, chunk, write, held(), order, beside);
   // Not pipelined: this chunk's transaction starts once the one before has ended (nothing, if it failed).
   if (!(await order.previous)) return null;
   let writing = false;
@@ -537,8 +544,13 @@ async function commitChunk(
 }
 
 /**
- * `commitChunk` on the held connection: the whole chunk in one round trip (`copyChunkTransaction`),
+ * `commitChunk` on a held connection: the whole chunk in one round trip (`copyChunkTransaction`),
  * sent while the chunk before commits; null, nothing kept, when that one failed or the import stopped.
+ * `beside`: the chunk before runs on the other held connection. This chunk's rows are then copied
+ * at once, beside it, and its checkpoint advance and COMMIT follow only if that one's first attempt
+ * committed. Whatever else happens (that one did not commit, or this attempt failed: a wait on that
+ * one's rows, a reference to them, a key it wrote too, another runner ahead), this chunk runs again
+ * as it would alone, once the chunk before has ended: the attempt beside it only ever saves time.
  */
 async function commitHeld(
   plan: Plan,
@@ -547,10 +559,39 @@ async function commitHeld(
   write: RowWrite,
   runner: QueryRunner,
   order: ChunkOrder,
+  beside: boolean,
 ): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
   const { digest } = record;
   const { start, count, rows, rejects } = chunk;
+  if (beside) {
+    let proceed = order.previousAttempt.then((committed) => committed && !plan.signal?.aborted);
+    for (;;) {
+      let abandoned = false;
+      const committed = await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, {
+        proceed,
+        onSent: order.sent,
+        eager: true,
+      }).catch((error: unknown) => {
+        abandoned = error instanceof AbandonedPipeline;
+        return false;
+      });
+      if (committed) {
+        order.attempted(true);
+        return { next: start + count, advanced: true };
+      }
+      if (!abandoned) break;
+      // The chunk before did not commit beside this one: once it has ended, this one goes again,
+      // beside nothing (and the chunk after it beside this one), or not at all.
+      if (!(await order.previous) || plan.signal?.aborted) {
+        order.attempted(false);
+        return null;
+      }
+      proceed = Promise.resolve(true);
+    }
+    // Failed on its own: the chunk after it lets go of what it wrote, and this one runs again alone.
+    order.attempted(false);
+  }
   // Committed only after the chunk before it, and not once the import is stopped.
   const proceed = order.previous.then((committed) => committed && !plan.signal?.aborted);
   const pipelined = { proceed, onSent: order.sent };

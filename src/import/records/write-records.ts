@@ -132,7 +132,10 @@ export function copiesInOneRoundTrip(tx: EntityManager, rows: RecordRow[], write
  * transaction): BEGIN, the checkpoint advance, the rejects, the COPY of the rows and COMMIT in one
  * round trip. False, nothing kept, when the import is not at `start`; on any error the transaction
  * is rolled back (the server skipped what followed the failure, COMMIT included). `pipelined`: see
- * `CopyAround.proceed` (an abandoned chunk raises `AbandonedPipeline`, rolled back).
+ * `CopyAround.proceed` (an abandoned chunk raises `AbandonedPipeline`, rolled back). With
+ * `pipelined.eager` (gated by a chunk on another connection) the rows go first, with lock waits
+ * bounded, and the checkpoint advance and the rejects wait with the COMMIT for that chunk: the
+ * rows are copied beside it, and nothing this one locks first can be waited for by it for long.
  */
 export async function copyChunkTransaction(
   runner: QueryRunner,
@@ -144,7 +147,7 @@ export async function copyChunkTransaction(
   rejects: Reject[],
   write: RowWrite,
   written: CopiedRows | null = null,
-  pipelined: Pick<CopyAround, 'proceed' | 'onSent'> = {},
+  pipelined: Pick<CopyAround, 'proceed' | 'onSent' | 'eager'> = {},
 ): Promise<boolean> {
   const tx = runner.manager;
   const dialect = dialectOf(dataSourceOf(tx));
@@ -164,8 +167,12 @@ export async function copyChunkTransaction(
   }));
   for (let attempt = 1; ; attempt++) {
     try {
-      const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
-      const around = { before, after: [COMMIT], ...pipelined, binary: written?.binary === true, prepare: true };
+      const advance = assertingAdvance(tx, batch, digest, start, start + count, counts);
+      const bounded: BoundStatement[] = dialect.boundedLockWait ? [{ sql: dialect.boundedLockWait, parameters: [], prepare: true }] : [];
+      const [before, after] = pipelined.eager
+        ? [[BEGIN, ...write.before, ...bounded], [advance, ...rejected, COMMIT]]
+        : [[BEGIN, ...write.before, advance, ...rejected], [COMMIT]];
+      const around = { before, after, ...pipelined, binary: written?.binary === true, prepare: true };
       await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, around);
       return true;
     } catch (error) {
