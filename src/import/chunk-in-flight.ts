@@ -1,3 +1,5 @@
+import { AbandonedPipeline, type PipelineGate } from '../dialect';
+
 /** What a chunk's commit learns about the chunk before it. */
 export interface ChunkOrder {
   /** Settles once the chunk before has finished: true when it committed (or had nothing to do), false when it failed. */
@@ -82,5 +84,39 @@ export class ChunkInFlight<T> {
       await Promise.all(rest.map((entry) => entry.done));
       throw first.failure.error;
     }
+  }
+}
+
+/**
+ * A chunk's attempt beside the chunk before it, which runs on another connection: `attempt` sends
+ * the chunk at once and commits it only if that one's attempt committed (`gate`, with `eager`).
+ * If that one did not, this one goes again once it has ended, beside nothing — or not at all, when
+ * it failed or `stopped()`. True: committed. False: failed on its own (the chunk after it has let
+ * go of what it wrote); the caller runs it again as it would alone. Null: not to be written.
+ */
+export async function commitBeside(
+  order: ChunkOrder,
+  stopped: () => boolean,
+  attempt: (gate: Required<PipelineGate>) => Promise<boolean>,
+): Promise<boolean | null> {
+  // Once that one committed, its end follows without waiting for the database (its progress is
+  // reported then: a stop it brings about is seen here, as on one connection).
+  const ended = () => order.previous.then((committed) => committed && !stopped());
+  let proceed = order.previousAttempt.then((committed) => committed && ended());
+  for (;;) {
+    let abandoned = false;
+    const committed = await attempt({ proceed, onSent: order.sent, eager: true }).catch((error: unknown) => {
+      abandoned = error instanceof AbandonedPipeline;
+      return false;
+    });
+    if (committed || !abandoned) {
+      order.attempted(committed);
+      return committed;
+    }
+    if (!(await order.previous) || stopped()) {
+      order.attempted(false);
+      return null;
+    }
+    proceed = Promise.resolve(true);
   }
 }

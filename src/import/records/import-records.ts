@@ -6,7 +6,7 @@ import { traced } from '../../core/telemetry';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
 import { AbandonedPipeline, binaryWire, type BoundStatement, CopyBinary, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
-import { ChunkInFlight, type ChunkOrder } from '../chunk-in-flight';
+import { ChunkInFlight, type ChunkOrder, commitBeside } from '../chunk-in-flight';
 import { beginIn, fingerprintMismatch } from '../begin';
 import { DuplicateIds } from '../duplicate-ids';
 import { advanceImport, lockImport, readImport } from '../import-store';
@@ -565,32 +565,11 @@ async function commitHeld(
   const { digest } = record;
   const { start, count, rows, rejects } = chunk;
   if (beside) {
-    let proceed = order.previousAttempt.then((committed) => committed && !plan.signal?.aborted);
-    for (;;) {
-      let abandoned = false;
-      const committed = await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, {
-        proceed,
-        onSent: order.sent,
-        eager: true,
-      }).catch((error: unknown) => {
-        abandoned = error instanceof AbandonedPipeline;
-        return false;
-      });
-      if (committed) {
-        order.attempted(true);
-        return { next: start + count, advanced: true };
-      }
-      if (!abandoned) break;
-      // The chunk before did not commit beside this one: once it has ended, this one goes again,
-      // beside nothing (and the chunk after it beside this one), or not at all.
-      if (!(await order.previous) || plan.signal?.aborted) {
-        order.attempted(false);
-        return null;
-      }
-      proceed = Promise.resolve(true);
-    }
-    // Failed on its own: the chunk after it lets go of what it wrote, and this one runs again alone.
-    order.attempted(false);
+    const outcome = await commitBeside(order, () => plan.signal?.aborted === true, (gate) =>
+      copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, gate),
+    );
+    if (outcome === null) return null;
+    if (outcome) return { next: start + count, advanced: true };
   }
   // Committed only after the chunk before it, and not once the import is stopped.
   const proceed = order.previous.then((committed) => committed && !plan.signal?.aborted);

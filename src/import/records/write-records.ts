@@ -14,7 +14,7 @@ import {
   type RecordConflict,
   type WireType,
 } from '../../dialect';
-import { assertingAdvance, BEGIN, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
+import { assertingAdvance, BEGIN, boundedLockWait, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
 import type { ColumnValue } from './column-values';
 import type { Evaluated } from './record-rows';
 import type { TargetTable } from './target-table';
@@ -168,9 +168,8 @@ export async function copyChunkTransaction(
   for (let attempt = 1; ; attempt++) {
     try {
       const advance = assertingAdvance(tx, batch, digest, start, start + count, counts);
-      const bounded: BoundStatement[] = dialect.boundedLockWait ? [{ sql: dialect.boundedLockWait, parameters: [], prepare: true }] : [];
       const [before, after] = pipelined.eager
-        ? [[BEGIN, ...write.before, ...bounded], [advance, ...rejected, COMMIT]]
+        ? [[BEGIN, ...write.before, ...boundedLockWait(tx)], [advance, ...rejected, COMMIT]]
         : [[BEGIN, ...write.before, advance, ...rejected], [COMMIT]];
       const around = { before, after, ...pipelined, binary: written?.binary === true, prepare: true };
       await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, around);
