@@ -206,17 +206,6 @@ export interface Dialect {
    */
   readonly asynchronousCommit?: string;
   /**
-   * Bounds the lock waits of the transaction it runs in (PostgreSQL's lock_timeout): where an
-   * import's chunk runs beside the one before it on another connection, a wait on that later
-   * chunk's rows must end (the chunk then runs again, alone).
-   */
-  readonly boundedLockWait?: string;
-  /**
-   * How many more connections the DataSource's pool could hand out right now (idle ones, and those
-   * it may still open) — for work that runs faster beside itself but must never wait for the pool.
-   */
-  spareConnections?(dataSource: DataSource): number;
-  /**
    * The same as an expression, for a single statement's own (implicit) transaction:
    * `set_config('synchronous_commit', 'off', true)` on PostgreSQL. Undefined where there is none.
    */

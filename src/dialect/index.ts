@@ -8,7 +8,7 @@ import { sqlite } from './sqlite';
 export type { ColumnInfo, Dialect, Executed, FinalStatement, IsolationLevel, OpeningStatement, PipelinedOutcome, AfterCommitStatement, AfterCommitOutcome, KeyType, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
 export { binaryWire, type RecordColumn, type RecordKind } from './record-columns';
 export type { CopyAround } from './copy-pipeline';
-export type { BoundStatement, PipelineGate } from './pg-pipeline';
+export type { BoundStatement } from './pg-pipeline';
 export { AbandonedPipeline } from './pg-pipeline';
 export { CopyText, type CopyRows, skipCopyRows } from './copy-text';
 export { CopyBinary, type WireType } from './copy-binary';

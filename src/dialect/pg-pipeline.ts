@@ -93,7 +93,7 @@ class MessagePipeline {
     private head: Buffer[],
     // Let go of once written (`previous` and the messages): the last pipeline of a connection
     // is remembered, and must not keep every one before it alive.
-    private options: { tail?: Buffer[]; previous?: MessagePipeline; proceed?: Promise<boolean>; eager?: boolean; sync?: boolean } = {},
+    private options: { tail?: Buffer[]; previous?: MessagePipeline; proceed?: Promise<boolean>; sync?: boolean } = {},
     private readonly captureAt = -1,
   ) {
     this.done = new Promise<void>((resolve, reject) => (this.settle = (error) => (error === undefined ? resolve() : reject(error))));
@@ -118,16 +118,8 @@ class MessagePipeline {
 
   /** pg hands over the connection: the pipeline before this one has ended. */
   submit(connection: PgConnection): void {
-    const { proceed, previous, eager } = this.options;
+    const { proceed, previous } = this.options;
     if (proceed === undefined) this.finish(connection, true);
-    else if (eager) {
-      // Gated by another connection's transaction: the head runs now, the tail waits for `proceed`.
-      if (!this.headSent) this.sendHead(connection);
-      proceed.then(
-        (go) => this.finish(connection, go),
-        () => this.finish(connection, false),
-      );
-    }
     else if (previous?.failed) this.finish(connection, false);
     else {
       proceed.then(
@@ -229,11 +221,6 @@ class MessagePipeline {
 export interface PipelineGate {
   proceed?: Promise<boolean>;
   onSent?: () => void;
-  /**
-   * `proceed` waits for a transaction on another connection: the head is sent at once and runs
-   * beside that one, only the tail waits (nothing the head does may be needed by that transaction).
-   */
-  eager?: boolean;
 }
 
 /**
@@ -345,9 +332,7 @@ export class PipelineBuilder {
     const last = lastPipelines.get(client);
     const previous = gate.proceed && last && !last.finished ? last : undefined;
     let pipeline: MessagePipeline;
-    if (gate.proceed && gate.eager) {
-      pipeline = new MessagePipeline(head, { tail, proceed: gate.proceed, eager: true }, this.captureAt);
-    } else if (previous) {
+    if (previous) {
       // Sent behind the pipeline still running: its tail waits for `proceed`, which waits for that
       // one's success, so nothing it needs on this connection can queue behind this one.
       pipeline = new MessagePipeline(head, { tail, previous, proceed: gate.proceed }, this.captureAt);

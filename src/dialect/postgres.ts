@@ -116,13 +116,6 @@ export const postgres: Dialect = {
   supportsReturning: true,
   copyRows: copyFromStdin,
   asynchronousCommit: 'SET LOCAL synchronous_commit = off',
-  boundedLockWait: "SET LOCAL lock_timeout = '1s'",
-  spareConnections(dataSource) {
-    // pg-pool's counts (TypeORM's driver calls its pool `master`; its size is the pool's `max`, 10 unless set).
-    const pool = (dataSource.driver as unknown as { master?: { idleCount?: number; totalCount?: number; options?: { max?: number } } }).master;
-    if (pool?.idleCount === undefined || pool.totalCount === undefined) return 0;
-    return pool.idleCount + Math.max(0, (pool.options?.max ?? 10) - pool.totalCount);
-  },
   asynchronousCommitExpression: ASYNCHRONOUS_COMMIT_EXPRESSION,
   insertIgnoreRows(table, columns, conflictColumns, rows) {
     return this.sql(onConflictDoNothing(table, columns, conflictColumns, rows));

@@ -17,7 +17,7 @@ import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from './source-blocks';
-import { ChunkInFlight, type ChunkOrder, commitBeside } from './chunk-in-flight';
+import { ChunkInFlight, type ChunkOrder } from './chunk-in-flight';
 import { gunzipped } from './records/record-readers';
 import { importRecords, type RecordsOptions, type RowError, validateRecordsOptions } from './records/import-records';
 
@@ -409,8 +409,8 @@ interface BulkCommitter {
    * `start`; null, nothing kept, when the chunk before it failed or the import was stopped.
    */
   write(start: number, rows: CopyRows, order: ChunkOrder): Promise<boolean | null>;
-  /** Runs a read of committed state, for the chunk written from `start`. */
-  read<T>(fn: (manager: EntityManager) => Promise<T>, start: number): Promise<T>;
+  /** Runs a read of committed state. */
+  read<T>(fn: (manager: EntityManager) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -449,31 +449,17 @@ function sharedCommitter(db: Db, batch: string, digest: string, asynchronousBefo
  * it. Serialization failures and deadlocks are retried as `transact` retries them.
  */
 function heldCommitter(dataSource: DataSource, batch: string, digest: string, asynchronousBefore: number | null, signal: AbortSignal | undefined): BulkCommitter {
-  // Two connections when the pool has them to spare: chunks take turns, each one's rows copied
-  // beside the commit of the one before (`commitBeside`); they still commit one after the other.
-  const lanes = (dialectOf(dataSource).spareConnections?.(dataSource) ?? 0) >= 2 ? 2 : 1;
-  const runners: QueryRunner[] = [];
-  const connection = (lane: number) => (runners[lane] ??= dataSource.createQueryRunner());
-  // The connection each chunk in flight was written on, by its start: its reads go there too.
-  const lanesOf = new Map<number, number>();
-  let written = 0;
+  let runner: QueryRunner | null = null;
+  const connection = () => (runner ??= dataSource.createQueryRunner());
   return {
     pipelined: true,
     async write(start, rows, order) {
       const asynchronous = mayCommitAsynchronously(start, rows, asynchronousBefore);
-      const lane = written++ % lanes;
-      lanesOf.set(start, lane);
-      const runner = connection(lane);
-      if (lanes > 1) {
-        const stopped = () => signal?.aborted === true;
-        const outcome = await commitBeside(order, stopped, (gate) => copyTransaction(runner, batch, digest, start, rows, asynchronous, { ...gate, binary: true }));
-        if (outcome !== false) return outcome;
-      }
       for (let attempt = 1; ; attempt++) {
         try {
           // Committed only after the chunk before it, and not once the import is stopped.
           const proceed = order.previous.then((committed) => committed && !signal?.aborted);
-          return await copyTransaction(runner, batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent, binary: true });
+          return await copyTransaction(connection(), batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent, binary: true });
         } catch (error) {
           if (error instanceof AbandonedPipeline) {
             // Sent behind a chunk that did not commit: once that one has settled, this one goes again, or not at all.
@@ -486,10 +472,12 @@ function heldCommitter(dataSource: DataSource, batch: string, digest: string, as
         await retryPause(attempt);
       }
     },
-    // Reads in autocommit on the chunk's own connection: a pool of one connection cannot starve them.
-    read: (fn, start) => fn(connection(lanesOf.get(start) ?? 0).manager),
+    // Reads in autocommit on the same connection: a pool of one connection cannot starve them.
+    read: (fn) => fn(connection().manager),
     async close() {
-      for (const runner of runners.splice(0)) await runner.release();
+      const held = runner;
+      runner = null;
+      await held?.release();
     },
   };
 }
@@ -532,11 +520,11 @@ async function commitCopy(
       // another way (applyChunk): looked up only now, once the chunk rolled back, to name the row.
       if (!(error instanceof InvalidInputError)) throw error;
       const clash = await reread()
-        .then((found) => committer.read((manager) => storedIdClash(manager, batch, start, found), start))
+        .then((found) => committer.read((manager) => storedIdClash(manager, batch, start, found)))
         .catch(() => null);
       throw clash ?? error;
     }
-    const stored = await committer.read((manager) => readImport(manager, batch), start);
+    const stored = await committer.read((manager) => readImport(manager, batch));
     if (stored === undefined) throw cursorMismatch(batch, stored, start);
     if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
     const next = Number(stored.next_index);

@@ -239,12 +239,6 @@ function commitSetting(tx: EntityManager, asynchronous: boolean): BoundStatement
   return sql === undefined ? [] : [{ sql, parameters: [], prepare: true }];
 }
 
-/** The dialect's `boundedLockWait`, for a chunk sent beside another (`CopyAround.eager`). */
-export function boundedLockWait(tx: EntityManager): BoundStatement[] {
-  const sql = sqlOf(tx).boundedLockWait;
-  return sql === undefined ? [] : [{ sql, parameters: [], prepare: true }];
-}
-
 export const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [], prepare: true };
 export const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [], prepare: true };
 
@@ -254,9 +248,7 @@ export const COMMIT: BoundStatement = { sql: 'COMMIT', parameters: [], prepare: 
  * one round trip (with `asynchronous`, a COMMIT that does not wait for the WAL flush). False,
  * nothing kept, when the import is not at `start`. On any error the transaction is rolled back
  * and the error raised as `copyAdvancing` raises it. `pipelined`: see `CopyAround.proceed` (an
- * abandoned chunk raises `AbandonedPipeline`, rolled back) and `CopyAround.binary`. With
- * `pipelined.eager` (gated by a chunk on another connection) the rows go first, with lock waits
- * bounded, and the checkpoint advance waits with the COMMIT for that chunk (see `commitBeside`).
+ * abandoned chunk raises `AbandonedPipeline`, rolled back) and `CopyAround.binary`.
  */
 export async function copyTransaction(
   runner: QueryRunner,
@@ -265,17 +257,15 @@ export async function copyTransaction(
   start: number,
   rows: CopyRows,
   asynchronous = false,
-  pipelined: Pick<CopyAround, 'proceed' | 'onSent' | 'binary' | 'eager'> = {},
+  pipelined: Pick<CopyAround, 'proceed' | 'onSent' | 'binary'> = {},
 ): Promise<boolean> {
   const tx = runner.manager;
   const dialect = sqlOf(tx);
   for (let attempt = 1; ; attempt++) {
     try {
       const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
-      const [before, after] = pipelined.eager
-        ? [[BEGIN, ...commitSetting(tx, asynchronous), ...boundedLockWait(tx)], [advance, COMMIT]]
-        : [[BEGIN, ...commitSetting(tx, asynchronous), advance], [COMMIT]];
-      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after, ...pipelined, prepare: true });
+      const before = [BEGIN, ...commitSetting(tx, asynchronous), advance];
+      await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT], ...pipelined, prepare: true });
       return true;
     } catch (error) {
       // The server skipped what followed the failure, COMMIT included: the transaction is still open.

@@ -6,7 +6,7 @@ import { traced } from '../../core/telemetry';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
 import { AbandonedPipeline, binaryWire, type BoundStatement, CopyBinary, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
-import { ChunkInFlight, type ChunkOrder, commitBeside } from '../chunk-in-flight';
+import { ChunkInFlight, type ChunkOrder } from '../chunk-in-flight';
 import { beginIn, fingerprintMismatch } from '../begin';
 import { DuplicateIds } from '../duplicate-ids';
 import { advanceImport, lockImport, readImport } from '../import-store';
@@ -345,19 +345,14 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   // import, where it opens its own transactions (a configured isolation level is TypeORM's to apply).
   const dataSource = dataSourceOf(db);
   const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
-  const dialect = dialectOf(dataSource);
-  const holds = plan.target !== undefined && !plan.conflict && dialect.copyRows !== undefined && !joinsTransaction(db) && isolation === undefined;
-  // Two held connections when the pool has them to spare: chunks take turns, and each one's rows
-  // are copied beside the commit of the one before (on the other connection), so the server works
-  // on two chunks at once; they still commit one after the other (see `commitHeld`).
-  const lanes = holds && (dialect.spareConnections?.(dataSource) ?? 0) >= 2 ? 2 : 1;
-  const runners: QueryRunner[] = [];
-  const heldOn = (lane: number) => () => (runners[lane] ??= dataSource.createQueryRunner());
-  let chunksSent = 0;
+  let runner: QueryRunner | null = null;
+  const held =
+    plan.target && !plan.conflict && dialectOf(dataSource).copyRows && !joinsTransaction(db) && isolation === undefined
+      ? () => (runner ??= dataSource.createQueryRunner())
+      : null;
   // A CSV whose rows go by COPY on the held connection is written as COPY text as it is read.
-  // On one held connection, a chunk is sent while the one before commits (`CopyAround.proceed`).
-  const depth = holds ? 2 : 1;
-  const held = holds ? heldOn(0) : null;
+  // On the held connection, a chunk is sent while the one before commits (`CopyAround.proceed`).
+  const depth = held ? 2 : 1;
   const copies = held !== null && plan.bytes && !plan.target!.table.schema;
   // In PostgreSQL's binary format when every column the records fill has one (no text parsed on
   // the server: a binary COPY of the bench's typed rows costs it 40 % less CPU than COPY text);
@@ -372,10 +367,9 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   let duplicate = 0;
   const commit = async (taken: Chunk, order: ChunkOrder) => {
     const last = taken.start + taken.count >= total;
-    const lane = chunksSent++ % lanes;
     // The same span and metrics as a chunk of the lab shape; rows `map` skipped and invalid rows as attributes.
     const outcome = await traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
-      const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, holds ? heldOn(lane) : null, order, lanes > 1);
+      const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, held, order);
       if (committed?.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
       span.committed(committed?.advanced ? taken.rows.length : 0, committed?.advanced ?? false);
       return committed;
@@ -442,7 +436,7 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     await inFlight.settle().catch(() => undefined);
     throw error;
   } finally {
-    for (const runner of runners) await runner.release();
+    await (runner as QueryRunner | null)?.release();
   }
 }
 
@@ -498,7 +492,6 @@ async function commitChunk(
   asynchronous: BoundStatement | undefined,
   held: (() => QueryRunner) | null,
   order: ChunkOrder,
-  beside: boolean,
 ): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
   const { digest } = record;
@@ -506,7 +499,7 @@ async function commitChunk(
   const write: RowWrite | null = plan.target
     ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
     : null;
-  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, record, chunk, write, held(), order, beside);
+  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, record, chunk, write, held(), order);
   // Not pipelined: this chunk's transaction starts once the one before has ended (nothing, if it failed).
   if (!(await order.previous)) return null;
   let writing = false;
@@ -544,13 +537,8 @@ async function commitChunk(
 }
 
 /**
- * `commitChunk` on a held connection: the whole chunk in one round trip (`copyChunkTransaction`),
+ * `commitChunk` on the held connection: the whole chunk in one round trip (`copyChunkTransaction`),
  * sent while the chunk before commits; null, nothing kept, when that one failed or the import stopped.
- * `beside`: the chunk before runs on the other held connection. This chunk's rows are then copied
- * at once, beside it, and its checkpoint advance and COMMIT follow only if that one's first attempt
- * committed. Whatever else happens (that one did not commit, or this attempt failed: a wait on that
- * one's rows, a reference to them, a key it wrote too, another runner ahead), this chunk runs again
- * as it would alone, once the chunk before has ended: the attempt beside it only ever saves time.
  */
 async function commitHeld(
   plan: Plan,
@@ -559,18 +547,10 @@ async function commitHeld(
   write: RowWrite,
   runner: QueryRunner,
   order: ChunkOrder,
-  beside: boolean,
 ): Promise<{ next: number; advanced: boolean } | null> {
   const { batch } = plan;
   const { digest } = record;
   const { start, count, rows, rejects } = chunk;
-  if (beside) {
-    const outcome = await commitBeside(order, () => plan.signal?.aborted === true, (gate) =>
-      copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, gate),
-    );
-    if (outcome === null) return null;
-    if (outcome) return { next: start + count, advanced: true };
-  }
   // Committed only after the chunk before it, and not once the import is stopped.
   const proceed = order.previous.then((committed) => committed && !plan.signal?.aborted);
   const pipelined = { proceed, onSent: order.sent };

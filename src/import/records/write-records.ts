@@ -14,7 +14,7 @@ import {
   type RecordConflict,
   type WireType,
 } from '../../dialect';
-import { assertingAdvance, BEGIN, boundedLockWait, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
+import { assertingAdvance, BEGIN, COMMIT, NOT_AT_START, rollbackQuietly, UNKNOWN_PREPARED_STATEMENT } from '../import-store';
 import type { ColumnValue } from './column-values';
 import type { Evaluated } from './record-rows';
 import type { TargetTable } from './target-table';
@@ -132,10 +132,7 @@ export function copiesInOneRoundTrip(tx: EntityManager, rows: RecordRow[], write
  * transaction): BEGIN, the checkpoint advance, the rejects, the COPY of the rows and COMMIT in one
  * round trip. False, nothing kept, when the import is not at `start`; on any error the transaction
  * is rolled back (the server skipped what followed the failure, COMMIT included). `pipelined`: see
- * `CopyAround.proceed` (an abandoned chunk raises `AbandonedPipeline`, rolled back). With
- * `pipelined.eager` (gated by a chunk on another connection) the rows go first, with lock waits
- * bounded, and the checkpoint advance and the rejects wait with the COMMIT for that chunk: the
- * rows are copied beside it, and nothing this one locks first can be waited for by it for long.
+ * `CopyAround.proceed` (an abandoned chunk raises `AbandonedPipeline`, rolled back).
  */
 export async function copyChunkTransaction(
   runner: QueryRunner,
@@ -147,7 +144,7 @@ export async function copyChunkTransaction(
   rejects: Reject[],
   write: RowWrite,
   written: CopiedRows | null = null,
-  pipelined: Pick<CopyAround, 'proceed' | 'onSent' | 'eager'> = {},
+  pipelined: Pick<CopyAround, 'proceed' | 'onSent'> = {},
 ): Promise<boolean> {
   const tx = runner.manager;
   const dialect = dialectOf(dataSourceOf(tx));
@@ -167,11 +164,8 @@ export async function copyChunkTransaction(
   }));
   for (let attempt = 1; ; attempt++) {
     try {
-      const advance = assertingAdvance(tx, batch, digest, start, start + count, counts);
-      const [before, after] = pipelined.eager
-        ? [[BEGIN, ...write.before, ...boundedLockWait(tx)], [advance, ...rejected, COMMIT]]
-        : [[BEGIN, ...write.before, advance, ...rejected], [COMMIT]];
-      const around = { before, after, ...pipelined, binary: written?.binary === true, prepare: true };
+      const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
+      const around = { before, after: [COMMIT], ...pipelined, binary: written?.binary === true, prepare: true };
       await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, around);
       return true;
     } catch (error) {
