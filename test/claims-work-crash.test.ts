@@ -67,14 +67,17 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
       await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
       // The queue fills only once every worker is up: the first one started would otherwise take
       // the whole queue before the others, and the first kill point, were ready.
-      expect(await parent.register(files)).to.equal(FILES);
       // The files failing every attempt go first (claims take the oldest first; files registered
-      // together come in no particular order), so some use their attempts up before the first kill.
-      const alwaysFailing = files.filter((file) => Array.from({ length: MAX_RETRIES + 1 }, (_, r) => failsAttempt(file.fileUrl, r)).every(Boolean));
+      // together come in no particular order), so some use their attempts up before the first kill:
+      // registered first and made older before the others are there to be claimed.
+      const failsEvery = (fileUrl: string) => Array.from({ length: MAX_RETRIES + 1 }, (_, r) => failsAttempt(fileUrl, r)).every(Boolean);
+      const alwaysFailing = files.filter((file) => failsEvery(file.fileUrl));
+      expect(await parent.register(alwaysFailing)).to.equal(alwaysFailing.length);
       await ds.query(
         sql(`UPDATE file_checkpoints SET created_at = created_at - 1 WHERE file_url IN (${alwaysFailing.map(() => '?').join(', ')})`),
         alwaysFailing.map((file) => file.fileUrl),
       );
+      expect(await parent.register(files.filter((file) => !failsEvery(file.fileUrl)))).to.equal(FILES - alwaysFailing.length);
       // Kill points: a worker holding claims dies each time another quarter of the files has
       // settled; a fresh process replaces it, and the killed one's claims come back when their
       // leases expire.
