@@ -74,6 +74,7 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'num', value: '1234.567', refused: true },
   { column: 'num', value: '12345.6', refused: true },
   { column: 'num', value: 'abc', refused: true },
+  { column: 'num', value: '+5', refused: true },
   { column: 'flt', value: '1.5', stored: (t) => Number(t) === 1.5 },
   { column: 'flt', value: 'NaN', stored: 'NaN', only: ['postgres'] },
   { column: 'flt', value: 'NaN', refused: true, only: ['sqlite', 'mysql'] },

@@ -19,7 +19,7 @@ export type ColumnValue = string | number | boolean | null;
 export type Converted = { value: ColumnValue } | { reason: string };
 
 const INTEGER = /^-?[0-9]+$/;
-const DECIMAL = /^([+-]?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
+const DECIMAL = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
 const FLOAT = /^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
 const DATE = /^([0-9]{4})-([0-9]{2})-([0-9]{2})$/;
 const TIMESTAMP = /^([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?$/i;
