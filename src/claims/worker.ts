@@ -384,12 +384,8 @@ class FileWorker implements Worker {
           // One handler in flight at a time: `running` counts it, not the whole chunk.
           this.runningFiles += 1;
           try {
-            if (spans) {
-              stats.push(await spans.run(this.fileAttributes(held), () => this.handle(held, tx)));
-              continue;
-            }
-            const started = Date.now();
-            stats.push(checkStats(await this.handler(held.file, tx), Date.now() - started));
+            const handle = () => this.handle(held, tx);
+            stats.push(await (spans ? spans.run(this.fileAttributes(held), handle) : handle()));
           } finally {
             this.runningFiles -= 1;
           }

@@ -228,15 +228,14 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
       // dashboard answers it, after `authorize` (whose 'none' refuses every request).
       if (!known && next) return next();
       const access = options.authorize ? toAccess(await options.authorize(req)) : 'write';
+      if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
       if (!known) {
-        if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
         refusal(req, res, api, 404, 'NOT_FOUND', 'No such dashboard page.');
         return;
       }
 
       const base = `${mountPoint(req.baseUrl, originalPath, url.pathname).replace(/\/$/, '')}/`;
       const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.searchParams, search: url.search };
-      if (access === 'none') return refusal(req, res, api, 403, 'FORBIDDEN', 'You may not see this dashboard.');
 
       if (isRead) {
         const asset = api ? undefined : ASSETS[path];
