@@ -39,7 +39,7 @@ export class Mutex {
 }
 
 /** Attempts of one of the library's own transactions that fails with a serialization failure, deadlock or busy lock. */
-export const MAX_ATTEMPTS = 5;
+export const MAX_ATTEMPTS = 8;
 const context = new AsyncLocalStorage<Frame>();
 const callerTransactions = new WeakMap<QueryRunner, Frame>();
 const singleConnectionLocks = new WeakMap<DataSource, Mutex>();
