@@ -19,4 +19,7 @@ function transpile(source, filename, sourceMap = false) {
   return transformSync(source, { ...OPTIONS, filename, sourceMaps: sourceMap ? 'inline' : false }).code;
 }
 
-module.exports = { transpile };
+/** What the output depends on besides the source: swc's version and the options above. */
+const VERSION = `${require('@swc/core/package.json').version} ${JSON.stringify(OPTIONS)}`;
+
+module.exports = { transpile, VERSION };
