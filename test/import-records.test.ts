@@ -310,6 +310,22 @@ describe(`importFile records mode (${DRIVER})`, () => {
       expect(Number(byN.get(cases.length + 1)?.num)).to.equal(12.5);
     });
 
+    // Only PostgreSQL's numeric without a typmod shows it: it keeps the scale it is given.
+    if (DRIVER === 'postgres') {
+      it('a JSON number or decimal text fills an unconstrained numeric with its digits as given (12.50 stays 12.50)', async () => {
+        await database.ds.query('CREATE TABLE exact_numbers (n integer PRIMARY KEY, v numeric, s numeric(6,2))');
+        const given = ['12.50', '1.50e1', '1e3', '-0.00', '0.0015', '7'];
+        const expected = ['12.50', '15.0', '1000', '0.00', '0.0015', '7'];
+        const json = given.map((v, n) => `{"n": ${n}, "v": ${v}, "s": ${n === 0 ? '12.500' : '1'}}`).join('\n');
+        const csv = `n,v,s\n${given.map((v, n) => `${n + 100},${v},${n === 0 ? '12.500' : '1'}`).join('\n')}\n`;
+        await importFile(database.ds, 'exact-json', file('exact.ndjson', `${json}\n`), { into: 'exact_numbers' });
+        await importFile(database.ds, 'exact-csv', file('exact.csv', csv), { into: 'exact_numbers' });
+        const rows = (await database.ds.query('SELECT n, v::text AS v, s::text AS s FROM exact_numbers ORDER BY n')) as { n: number; v: string; s: string }[];
+        expect(rows.map((row) => row.v)).to.deep.equal([...expected, ...expected]);
+        expect(rows.filter((row) => row.n % 100 === 0).map((row) => row.s)).to.deep.equal(['12.50', '12.50']);
+      });
+    }
+
     it('the same table through CSV text: the same values accepted and refused, an empty field NULL, a json field parsed', async () => {
       const BASE = 1000;
       // A CSV field is text: the cases whose JSON value is a string or a number, as that text.

@@ -122,16 +122,22 @@ function numericValue(value: unknown, column: RecordColumn): Converted {
     all = all + '0'.repeat(point - all.length);
   }
   const integerPart = all.slice(0, point).replace(/^0+/, '') || '0';
-  const fractionPart = all.slice(point).replace(/0+$/, '');
+  const given = all.slice(point);
+  // The digits that count: trailing zeros add none (`12.50` fits numeric(4, 1) unrounded).
+  const significant = given.replace(/0+$/, '');
   const { precision, scale } = column;
-  if (scale !== undefined && scale !== null && fractionPart.length > scale) {
+  const scaled = scale !== undefined && scale !== null;
+  if (scaled && significant.length > scale) {
     return { reason: `${text} has more than ${scale} digits after the decimal point` };
   }
   if (precision !== undefined && precision !== null) {
     const integerDigits = integerPart === '0' ? 0 : integerPart.length;
     if (integerDigits > precision - (scale ?? 0)) return { reason: `${text} has more digits than numeric(${precision}, ${scale ?? 0}) holds` };
   }
-  const negative = sign === '-' && (integerPart !== '0' || fractionPart.length > 0);
+  // The source's own fraction digits, its trailing zeros included (`12.50` stays `12.50` where
+  // the column keeps what it is given), up to the column's scale where it has one.
+  const fractionPart = scaled ? given.slice(0, Math.max(significant.length, Math.min(given.length, scale))) : given;
+  const negative = sign === '-' && (integerPart !== '0' || significant.length > 0);
   return { value: `${negative ? '-' : ''}${integerPart}${fractionPart ? `.${fractionPart}` : ''}` };
 }
 

@@ -396,9 +396,9 @@ class CsvFieldRows {
   }
 
   /**
-   * `-?([1-9][0-9]*|0)(\.[0-9]+)?` within the precision and scale: its canonical text is the bytes
-   * without the fraction's trailing zeros (and without a point left bare). A negative zero goes
-   * the generic way.
+   * `-?([1-9][0-9]*|0)(\.[0-9]+)?` within the precision and scale: its text is the bytes as given,
+   * less the fraction's trailing zeros beyond the column's scale (and a point left bare). A
+   * negative zero goes the generic way.
    */
   private numeric(column: RecordColumn, bytes: Buffer, start: number, end: number, copy: CopyText | null): boolean {
     let at = start;
@@ -424,8 +424,13 @@ class CsvFieldRows {
     const zeroWhole = whole === 1 && bytes[wholeStart] === ZERO;
     if (negative && zeroWhole) return false;
     const { precision, scale } = column;
-    if (scale !== undefined && scale !== null && fraction > scale) return false;
+    const scaled = scale !== undefined && scale !== null;
+    if (scaled && fraction > scale) return false;
     if (precision !== undefined && precision !== null && (zeroWhole ? 0 : whole) > precision - (scale ?? 0)) return false;
+    // The fraction as given, trailing zeros included, up to the column's scale where it has one
+    // (numericValue's digits: the generic path writes the same value).
+    if (end > cut) cut = scaled ? Math.max(cut, Math.min(end, wholeStart + whole + 1 + scale)) : end;
+    if (cut === wholeStart + whole + 1) cut--; // a point with no digit after it kept
     this.endRead = cut;
     copy?.raw(bytes, start, cut);
     return true;
