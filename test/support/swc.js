@@ -1,7 +1,8 @@
 // TypeScript to CommonJS with swc, with the settings ts-node's `swc` mode takes from tsconfig.json
 // (ES2022, legacy decorators with their metadata, define semantics for class fields). Shared by the
 // test children's require hook (register.js) and the bench's plain-Node builds (bench/compile.ts).
-const { transformSync } = require('@swc/core');
+// @swc/core (a native binding) is loaded on the first transpile only: a child whose every file is
+// in register.js's cache never loads it.
 
 const OPTIONS = {
   swcrc: false,
@@ -16,7 +17,7 @@ const OPTIONS = {
 
 /** JavaScript for the TypeScript `source` of `filename`; with `sourceMap`, an inline source map for stack traces. */
 function transpile(source, filename, sourceMap = false) {
-  return transformSync(source, { ...OPTIONS, filename, sourceMaps: sourceMap ? 'inline' : false }).code;
+  return require('@swc/core').transformSync(source, { ...OPTIONS, filename, sourceMaps: sourceMap ? 'inline' : false }).code;
 }
 
 /** What the output depends on besides the source: swc's version and the options above. */

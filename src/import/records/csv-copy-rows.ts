@@ -428,9 +428,9 @@ class CsvFieldRows {
     if (scaled && fraction > scale) return false;
     if (precision !== undefined && precision !== null && (zeroWhole ? 0 : whole) > precision - (scale ?? 0)) return false;
     // The fraction as given, trailing zeros included, up to the column's scale where it has one
-    // (numericValue's digits: the generic path writes the same value).
-    if (end > cut) cut = scaled ? Math.max(cut, Math.min(end, wholeStart + whole + 1 + scale)) : end;
-    if (cut === wholeStart + whole + 1) cut--; // a point with no digit after it kept
+    // (numericValue's digits: the generic path writes the same value); `at` is still the point.
+    if (end > cut) cut = scaled ? Math.max(cut, Math.min(end, at + 1 + scale)) : end;
+    if (cut === at + 1) cut--; // a point with no digit after it kept
     this.endRead = cut;
     copy?.raw(bytes, start, cut);
     return true;
