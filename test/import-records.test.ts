@@ -24,6 +24,18 @@ class Price {
   currency!: string;
 }
 
+// A schema of the test's own (MySQL: a database; SQLite: an attached database file).
+const SALES = DRIVER === 'mysql' ? `ck_sales_${process.pid}` : 'sales';
+
+@Entity({ name: 'orders', schema: SALES })
+class SalesOrder {
+  @PrimaryColumn({ type: 'varchar', length: 20 })
+  sku!: string;
+
+  @Column({ name: 'unit_price', type: 'decimal', precision: 10, scale: 2 })
+  unitPrice!: string;
+}
+
 /** SQL reading a column as text: no driver conversion (a Date would drop microseconds). */
 function asText(column: string): string {
   if (DRIVER === 'postgres') return `${q(column)}::text`;
@@ -463,6 +475,45 @@ describe(`importFile records mode (${DRIVER})`, () => {
       const updated = await importFile(database.ds, 'conflict-update', path, { into: Price, invalid: 'skip', conflict: 'update' });
       expect(updated).to.include({ rows: 3, invalid: 2 });
       expect(await prices()).to.deep.equal(['p1:10:new:eur', 'p3:30:new:eur', 'p5:50:new:eur']);
+    });
+
+    it("into a table of another schema: a table name written schema.table, or an entity's schema; the same name in the default schema untouched", async () => {
+      const schemaTable = `${q(SALES)}.${q('orders')}`;
+      if (DRIVER === 'sqlite') await database.ds.query(`ATTACH DATABASE '${join(dir, 'sales.sqlite')}' AS ${q(SALES)}`);
+      else await database.ds.query(`CREATE ${DRIVER === 'mysql' ? 'DATABASE' : 'SCHEMA'} ${q(SALES)}`);
+      try {
+        await database.ds.query(`CREATE TABLE ${schemaTable} (sku VARCHAR(20) PRIMARY KEY, unit_price DECIMAL(10,2) NOT NULL)`);
+        await database.ds.query(`CREATE TABLE orders (id INTEGER PRIMARY KEY, note VARCHAR(20))`);
+        const orders = async () =>
+          ((await database.ds.query(`SELECT sku, ${asText('unit_price')} AS price FROM ${schemaTable} ORDER BY sku`)) as Record<string, string>[]).map(
+            (row) => `${row.sku}:${Number(row.price)}`,
+          );
+        const path = file('orders.csv', 'sku,unit_price\ns1,1.50\ns2,2\ns3,3.25\n');
+        // COPY on PostgreSQL (conflict 'error'), a multi-row INSERT elsewhere.
+        expect(await importFile(database.ds, 'sales-1', path, { into: `${SALES}.orders`, size: 2 })).to.include({ rows: 3, done: true });
+        expect(await orders()).to.deep.equal(['s1:1.5', 's2:2', 's3:3.25']);
+        expect(await count(database.ds, 'SELECT COUNT(*) AS n FROM orders')).to.equal(0);
+        // A key already there: INVALID_INPUT naming it, read back from the schema's table; then skip.
+        const again = file('orders-again.csv', 'sku,unit_price\ns4,4\ns2,20\n');
+        const error = (await expectCode(importFile(database.ds, 'sales-2', again, { into: `${SALES}.orders` }), 'INVALID_INPUT')) as InvalidInputError;
+        expect(error).to.include({ index: 1, field: 'sku' });
+        expect(await importFile(database.ds, 'sales-3', again, { into: `${SALES}.orders`, conflict: 'skip' })).to.include({ rows: 2, done: true });
+        expect(await orders()).to.deep.equal(['s1:1.5', 's2:2', 's3:3.25', 's4:4']);
+        // TypeORM's SQLite drivers name an attached database by `database`, not `schema`: the entity is PostgreSQL's and MySQL's.
+        if (DRIVER !== 'sqlite') {
+          const byEntity = file('orders-entity.ndjson', '{"sku":"s5","unitPrice":"5.50"}\n');
+          const withEntity = await database.open({ entities: [SalesOrder] });
+          expect(await importFile(withEntity, 'sales-4', byEntity, { into: SalesOrder })).to.include({ rows: 1, done: true });
+          await withEntity.destroy();
+          expect(await orders()).to.deep.equal(['s1:1.5', 's2:2', 's3:3.25', 's4:4', 's5:5.5']);
+        }
+        await expectCode(importFile(database.ds, 'sales-5', path, { into: 'no_such_schema.orders' }), 'INVALID_ARGUMENT');
+        expect(await checkpoint(database.ds, 'sales-5')).to.equal(null);
+      } finally {
+        await database.ds.query('DROP TABLE orders');
+        if (DRIVER === 'sqlite') await database.ds.query(`DETACH DATABASE ${q(SALES)}`);
+        else await database.ds.query(DRIVER === 'mysql' ? `DROP DATABASE ${q(SALES)}` : `DROP SCHEMA ${q(SALES)} CASCADE`);
+      }
     });
 
     it('two runners of one import at once write every row once, rejects included', async () => {

@@ -3,7 +3,8 @@ import type { QueryRunner } from 'typeorm';
 import { BINARY_HEADER, BINARY_TRAILER } from './copy-binary';
 import type { CopyRows } from './copy-text';
 import { type BoundStatement, executeMessages, PipelineBuilder, type PipelineGate } from './pg-pipeline';
-import { doubleQuote } from './shared-sql';
+import type { TableRef } from './dialect';
+import { doubleQuote, qualifiedTable } from './shared-sql';
 
 export type { BoundStatement } from './pg-pipeline';
 
@@ -41,11 +42,12 @@ const copyStatements = new Map<string, { sql: string; messages: Buffer }>();
  * Parse, Bind and Execute of the COPY … FROM STDIN of `table` and `columns`, made once. Unnamed:
  * a named one would fail a caller's transaction on a connection that dropped it (DEALLOCATE ALL).
  */
-function copyStatement(table: string, columns: string[], binary: boolean): { sql: string; messages: Buffer } {
-  const key = JSON.stringify([table, columns, binary]);
+function copyStatement(table: string | TableRef, columns: string[], binary: boolean): { sql: string; messages: Buffer } {
+  const ref = typeof table === 'string' ? { name: table } : table;
+  const key = JSON.stringify([ref.schema ?? null, ref.name, columns, binary]);
   let statement = copyStatements.get(key);
   if (!statement) {
-    const sql = `COPY ${doubleQuote(table)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN${binary ? ' (FORMAT binary)' : ''}`;
+    const sql = `COPY ${qualifiedTable(ref, doubleQuote)} (${columns.map(doubleQuote).join(', ')}) FROM STDIN${binary ? ' (FORMAT binary)' : ''}`;
     statement = { sql, messages: Buffer.concat(executeMessages(sql, [])) };
     copyStatements.set(key, statement);
   }
@@ -58,7 +60,7 @@ function copyStatement(table: string, columns: string[], binary: boolean): { sql
  * one round trip. Each statement is logged through the DataSource's logger (the COPY once), as
  * TypeORM logs its own queries.
  */
-export async function copyFromStdin(runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
+export async function copyFromStdin(runner: QueryRunner, table: string | TableRef, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
   const pipeline = await PipelineBuilder.on(runner);
   const binary = around.binary === true;
   const copy = copyStatement(table, columns, binary);

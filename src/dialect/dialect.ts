@@ -198,7 +198,7 @@ export interface Dialect {
    * trip; the first failure stops the rest. Undefined where the dialect has no bulk path (callers
    * then use multi-row INSERTs). Driver errors are raised unchanged.
    */
-  readonly copyRows?: (runner: QueryRunner, table: string, columns: string[], rows: CopyRows, around?: CopyAround) => Promise<void>;
+  readonly copyRows?: (runner: QueryRunner, table: string | TableRef, columns: string[], rows: CopyRows, around?: CopyAround) => Promise<void>;
   /**
    * A statement that lets the current transaction's COMMIT return before its WAL is flushed
    * (PostgreSQL's `SET LOCAL synchronous_commit = off`): a database crash may lose that commit,

@@ -190,7 +190,7 @@ export const mysql: Dialect = {
     return {
       columns: columns.map((c) => ({ name: c.name, declaredType: c.columnType, keyType: keyTypes[c.dataType] ?? null })),
       uniqueKeys: groupKeys(usable),
-      quotedTable: table.schema ? `${backtick(table.schema)}.${backtick(table.name)}` : backtick(table.name),
+      quotedTable: qualifiedTable(table, backtick),
     };
   },
   storable: { floatSpecials: false, textHoldsNul: true },

@@ -15,6 +15,7 @@ import {
   onConflictRecords,
   onConflictUpdateWhere,
   questionMarks,
+  qualifiedTable,
   rowValueKeyset,
 } from './shared-sql';
 
@@ -164,7 +165,7 @@ export const postgres: Dialect = {
     return {
       columns: columns.map((c) => ({ name: c.attname, keyType: keyTypes[c.typname] ?? null, declaredType: c.format })),
       uniqueKeys: groupKeys(parts),
-      quotedTable: table.schema ? `${doubleQuote(table.schema)}.${doubleQuote(table.name)}` : doubleQuote(table.name),
+      quotedTable: qualifiedTable(table, doubleQuote),
       // -1 (PostgreSQL 14+) or 0: never analysed, no estimate.
       ...(Number(found[0].estimate) > 0 ? { estimatedRows: Number(found[0].estimate) } : {}),
     };

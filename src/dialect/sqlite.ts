@@ -1,5 +1,6 @@
+import type { EntityManager } from 'typeorm';
 import { integerRange, type RecordColumn, typeArguments } from './record-columns';
-import type { Dialect, KeyType } from './dialect';
+import type { Dialect, KeyType, TableRef } from './dialect';
 import { readRowsDirectly } from './sqlite-read-rows';
 import {
   affectedRows,
@@ -10,6 +11,7 @@ import {
   onConflictRecords,
   onConflictUpdateWhere,
   ready,
+  qualifiedTable,
   rowValueKeyset,
 } from './shared-sql';
 
@@ -63,23 +65,24 @@ export const sqlite: Dialect = {
     return (await affectedRows(runner, onConflictUpdateWhere(table, columns, conflictColumn, assignments, condition), parameters)) > 0;
   },
   async tableInfo(manager, table) {
+    if (!(await schemaExists(manager, table))) return null;
     const columns: { cid: number; name: string; type: string; pk: number }[] = await manager.query(
-      'SELECT cid, name, type, pk FROM pragma_table_info(?)',
-      [table.name],
+      `SELECT cid, name, type, pk FROM pragma_table_info(${pragmaArguments(table)})`,
+      pragmaValues(table, table.name),
     );
     if (columns.length === 0) return null;
     const uniqueKeys: string[][] = [];
     const pk = columns.filter((c) => c.pk > 0).sort((x, y) => x.pk - y.pk);
     if (pk.length > 0) uniqueKeys.push(pk.map((c) => c.name));
     const indexes: { name: string; unique: number; partial: number; origin: string }[] = await manager.query(
-      'SELECT name, "unique", partial, origin FROM pragma_index_list(?)',
-      [table.name],
+      `SELECT name, "unique", partial, origin FROM pragma_index_list(${pragmaArguments(table)})`,
+      pragmaValues(table, table.name),
     );
     for (const index of indexes) {
       if (!index.unique || index.partial || index.origin === 'pk') continue;
       const parts: { seqno: number; cid: number; name: string | null }[] = await manager.query(
-        'SELECT seqno, cid, name FROM pragma_index_info(?) ORDER BY seqno',
-        [index.name],
+        `SELECT seqno, cid, name FROM pragma_index_info(${pragmaArguments(table)}) ORDER BY seqno`,
+        pragmaValues(table, index.name),
       );
       // cid -2 is an expression, -1 the rowid: neither is a plain column.
       if (parts.length > 0 && parts.every((part) => part.cid >= 0 && part.name)) uniqueKeys.push(parts.map((part) => part.name as string));
@@ -91,14 +94,15 @@ export const sqlite: Dialect = {
         keyType: sqliteKeyType(c.type),
       })),
       uniqueKeys,
-      quotedTable: doubleQuote(table.name),
+      quotedTable: qualifiedTable(table, doubleQuote),
     };
   },
   storable: { floatSpecials: false, textHoldsNul: true },
   async recordColumns(manager, table) {
+    if (!(await schemaExists(manager, table))) return null;
     const columns: { name: string; type: string; notnull: number; dflt_value: string | null; pk: number }[] = await manager.query(
-      'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)',
-      [table.name],
+      `SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(${pragmaArguments(table)})`,
+      pragmaValues(table, table.name),
     );
     if (columns.length === 0) return null;
     // An INTEGER PRIMARY KEY is the rowid: SQLite fills it.
@@ -111,6 +115,17 @@ export const sqlite: Dialect = {
   keyBound: (placeholder) => placeholder,
   keysetCondition: rowValueKeyset,
 };
+
+/** A table-valued pragma's arguments: the object's name, then the schema (an attached database) where the table has one. */
+const pragmaArguments = (table: TableRef) => (table.schema ? '?, ?' : '?');
+const pragmaValues = (table: TableRef, name: string) => (table.schema ? [name, table.schema] : [name]);
+
+/** Whether the table's schema is attached (a pragma naming an unknown one fails); true without one. */
+async function schemaExists(manager: EntityManager, table: TableRef): Promise<boolean> {
+  if (!table.schema) return true;
+  const found = (await manager.query('SELECT 1 AS found FROM pragma_database_list WHERE name = ?', [table.schema])) as unknown[];
+  return found.length > 0;
+}
 
 /** Records mode's column kind for a declared SQLite type (its affinity alone says too little). */
 function sqliteRecordColumn(column: { name: string; type: string; notnull: number; dflt_value: string | null; pk: number }, rowid: boolean): RecordColumn {

@@ -353,7 +353,7 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   // A CSV whose rows go by COPY on the held connection is written as COPY text as it is read.
   // On the held connection, a chunk is sent while the one before commits (`CopyAround.proceed`).
   const depth = held ? 2 : 1;
-  const copies = held !== null && plan.bytes && !plan.target!.table.schema;
+  const copies = held !== null && plan.bytes;
   // In PostgreSQL's binary format when every column the records fill has one (no text parsed on
   // the server: a binary COPY of the bench's typed rows costs it 40 % less CPU than COPY text);
   // decided by the header, i.e. at the first group.

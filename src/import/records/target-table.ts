@@ -16,6 +16,29 @@ export interface TargetTable {
 const JSON_TYPES = new Set(['json', 'jsonb', 'simple-json']);
 
 /**
+ * The first of `candidates` that exists, with its columns as the catalogue has them; a table that
+ * does not exist is INVALID_ARGUMENT naming `shown`.
+ */
+async function existingTable(manager: EntityManager, candidates: TableRef[], shown: string): Promise<{ table: TableRef; columns: RecordColumn[] }> {
+  const dialect = dialectOf(dataSourceOf(manager));
+  for (const table of candidates) {
+    const columns = await dialect.recordColumns(manager, table);
+    if (columns) return { table, columns };
+  }
+  throw new InvalidArgumentError(`importFile: the table "${shown}" does not exist.`);
+}
+
+/**
+ * A table name as it is, or else, written `schema.table`, that table of that schema (PostgreSQL's
+ * schema, MySQL's database, an attached SQLite database), as TypeORM reads a table path.
+ */
+function tablesNamed(name: string): TableRef[] {
+  const dot = name.indexOf('.');
+  const qualified = dot > 0 && dot === name.lastIndexOf('.') && dot < name.length - 1;
+  return qualified ? [{ name }, { schema: name.slice(0, dot), name: name.slice(dot + 1) }] : [{ name }];
+}
+
+/**
  * Resolves `into` (an entity class, schema or name, or a table name) against `manager`'s
  * DataSource. Types come from the database catalogue (what the table really holds); an entity adds
  * its property names, and the enum values, json and boolean types a catalogue cannot tell (SQLite,
@@ -25,9 +48,9 @@ export async function targetTable(manager: EntityManager, into: EntityTarget<unk
   const dataSource = dataSourceOf(manager);
   const metadata = dataSource.hasMetadata(into) ? dataSource.getMetadata(into) : null;
   if (!metadata && typeof into !== 'string') throw new InvalidArgumentError('importFile: into must be an entity of the DataSource or a table name.');
-  const table: TableRef = metadata ? { name: metadata.tableName, ...(metadata.schema ? { schema: metadata.schema } : {}) } : { name: into as string };
-  const columns = await dialectOf(dataSource).recordColumns(manager, table);
-  if (!columns) throw new InvalidArgumentError(`importFile: the table "${table.name}" does not exist.`);
+  const { table, columns } = metadata
+    ? await existingTable(manager, [{ name: metadata.tableName, ...(metadata.schema ? { schema: metadata.schema } : {}) }], metadata.tablePath)
+    : await existingTable(manager, tablesNamed(into as string), into as string);
   const fieldColumns = new Map<string, number>();
   const position = new Map(columns.map((column, i) => [column.name, i]));
   if (metadata) {

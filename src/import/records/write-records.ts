@@ -11,6 +11,7 @@ import {
   type CopyRows,
   CopyText,
   dialectOf,
+  qualifiedTable,
   type RecordConflict,
   type WireType,
 } from '../../dialect';
@@ -124,7 +125,7 @@ function sameColumns(rows: RecordRow[]): boolean {
 
 /** True when a chunk can go as one COPY round trip (`copyChunkTransaction`). */
 export function copiesInOneRoundTrip(tx: EntityManager, rows: RecordRow[], write: RowWrite): boolean {
-  return dialectOf(dataSourceOf(tx)).copyRows !== undefined && !write.conflict && !write.target.table.schema && sameColumns(rows);
+  return dialectOf(dataSourceOf(tx)).copyRows !== undefined && !write.conflict && sameColumns(rows);
 }
 
 /**
@@ -166,7 +167,7 @@ export async function copyChunkTransaction(
     try {
       const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
       const around = { before, after: [COMMIT], ...pipelined, binary: written?.binary === true, prepare: true };
-      await dialect.copyRows!(runner, target.table.name, columns.map((at) => target.columns[at].name), copied, around);
+      await dialect.copyRows!(runner, target.table, columns.map((at) => target.columns[at].name), copied, around);
       return true;
     } catch (error) {
       await rollbackQuietly(runner);
@@ -198,7 +199,7 @@ export async function writeRows(tx: EntityManager, rows: RecordRow[], write: Row
       const columns = rows[0].columns;
       const text = new CopyText();
       for (const row of rows) copyRow(text, row.values, columns);
-      await dialect.copyRows!(tx.queryRunner!, target.table.name, columns.map((at) => target.columns[at].name), text.take(), { before: write.before });
+      await dialect.copyRows!(tx.queryRunner!, target.table, columns.map((at) => target.columns[at].name), text.take(), { before: write.before });
       return;
     }
     for (const statement of write.before) await tx.query(statement.sql, statement.parameters);
@@ -291,7 +292,7 @@ export async function firstExistingKey(tx: EntityManager, rows: RecordRow[], wri
   const { target, keyColumns } = write;
   if (keyColumns.length === 0) return null;
   const positions = keyColumns.map((name) => target.columns.findIndex((c) => c.name === name));
-  const table = target.table.schema ? `${dialect.quote(target.table.schema)}.${dialect.quote(target.table.name)}` : dialect.quote(target.table.name);
+  const table = qualifiedTable(target.table, (name: string) => dialect.quote(name));
   const sql = dialect.sql(`SELECT 1 AS ${dialect.quote('found')} FROM ${table} WHERE ${keyColumns.map((name) => `${dialect.quote(name)} = ?`).join(' AND ')}`);
   for (const row of rows) {
     const values = positions.map((at) => row.values[at]);
