@@ -128,6 +128,23 @@ describe('sqlSource', () => {
     expect(await sqlSource(db.ds, 'odd_keys', 's')).to.be.a('function');
   });
 
+  it("reads a table of another schema written schema.table (MySQL: a database; SQLite: an attached one), not the default schema's table of that name", async () => {
+    const schema = DRIVER === 'mysql' ? `ck_src_${process.pid}` : 'other';
+    const quoted = (name: string) => (DRIVER === 'mysql' ? `\`${name}\`` : `"${name}"`);
+    if (DRIVER === 'sqlite') await db.ds.query(`ATTACH DATABASE ':memory:' AS ${quoted(schema)}`);
+    else await db.ds.query(`CREATE ${DRIVER === 'mysql' ? 'DATABASE' : 'SCHEMA'} ${quoted(schema)}`);
+    try {
+      await db.ds.query(`CREATE TABLE ${quoted(schema)}.${quoted('src')} (id integer PRIMARY KEY, name varchar(50))`);
+      await db.ds.query(`INSERT INTO ${quoted(schema)}.${quoted('src')} (id, name) VALUES (20, 'x'), (10, 'y'), (30, 'z')`);
+      const items = await drain('other-schema', await sqlSource(db.ds, `${schema}.src`, 'id'), 2);
+      expect(items.map((r) => `${Number(r.id)}:${r.name}`)).to.deep.equal(['10:y', '20:x', '30:z']);
+      await expectCode(sqlSource(db.ds, 'no_such_schema.src', 'id'), 'INVALID_ARGUMENT');
+    } finally {
+      if (DRIVER === 'sqlite') await db.ds.query(`DETACH DATABASE ${quoted(schema)}`);
+      else await db.ds.query(DRIVER === 'mysql' ? `DROP DATABASE ${quoted(schema)}` : `DROP SCHEMA ${quoted(schema)} CASCADE`);
+    }
+  });
+
   it('pages a text key in the database order, each row once', async () => {
     await db.ds.query('CREATE TABLE words (w varchar(20) PRIMARY KEY)');
     // MySQL's default collation is case-insensitive: there 'apple' would duplicate the key 'Apple'.

@@ -49,6 +49,17 @@ export const ready = () => true;
 /** PostgreSQL's deterministic and SQLite's BINARY default collations compare text exactly. */
 export const defaultCollationIsExact = () => Promise.resolve(undefined);
 
+/**
+ * The tables a name may mean: the name as it is, then, written `schema.table`, that table of that
+ * schema (PostgreSQL's schema, MySQL's database, an attached SQLite database), as TypeORM reads a
+ * table path. The first that exists is the one.
+ */
+export function tablesNamed(name: string): TableRef[] {
+  const dot = name.indexOf('.');
+  const qualified = dot > 0 && dot === name.lastIndexOf('.') && dot < name.length - 1;
+  return qualified ? [{ name }, { schema: name.slice(0, dot), name: name.slice(dot + 1) }] : [{ name }];
+}
+
 /** A table reference, schema-qualified when it has one. */
 export function qualifiedTable(table: TableRef, quote: (identifier: string) => string): string {
   return table.schema ? `${quote(table.schema)}.${quote(table.name)}` : quote(table.name);

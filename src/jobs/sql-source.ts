@@ -1,6 +1,6 @@
 import type { EntityManager, EntityTarget } from 'typeorm';
 import { isInvalidStatement, ownStatementError } from '../core/database-errors';
-import { dialectOf, type KeyType, type TableRef } from '../dialect';
+import { dialectOf, type KeyType, type TableRef, tablesNamed } from '../dialect';
 import type { Page, Source } from './each-batch';
 import { InvalidArgumentError, NonUniqueKeyError } from '../core/errors';
 import type { Json } from '../core/json';
@@ -16,17 +16,18 @@ export interface SqlSourceOptions {
   columns?: string[];
 }
 
-function resolveTable(db: Db, table: unknown): TableRef {
+/** The tables `table` may mean, the first existing one being it (see `tablesNamed`). */
+function resolveTables(db: Db, table: unknown): TableRef[] {
   const dataSource = dataSourceOf(db);
   if (typeof table === 'string') {
     if (table.length === 0) throw new InvalidArgumentError('sqlSource: table must be a non-empty name.');
-    return { name: table };
+    return tablesNamed(table);
   }
   if (table === null || table === undefined || !dataSource.hasMetadata(table as EntityTarget<unknown>)) {
     throw new InvalidArgumentError('sqlSource: table must be a table name or an entity registered in this DataSource.');
   }
   const metadata = dataSource.getMetadata(table as EntityTarget<unknown>);
-  return metadata.schema ? { name: metadata.tableName, schema: metadata.schema } : { name: metadata.tableName };
+  return [metadata.schema ? { name: metadata.tableName, schema: metadata.schema } : { name: metadata.tableName }];
 }
 
 /** Maps an entity property name to its column name; plain column names pass through. */
@@ -91,15 +92,20 @@ export async function sqlSource(
 
   const dataSource = dataSourceOf(db);
   const dialect = dialectOf(dataSource);
-  const ref = resolveTable(db, table);
-  const info = await transact(db, async (tx) => {
-    try {
-      return await dialect.tableInfo(tx, ref);
-    } catch (error) {
-      throw ownStatementError(error, `reading the catalogue entry of table "${ref.name}"`);
+  const candidates = resolveTables(db, table);
+  const found = await transact(db, async (tx) => {
+    for (const candidate of candidates) {
+      try {
+        const info = await dialect.tableInfo(tx, candidate);
+        if (info) return { ref: candidate, info };
+      } catch (error) {
+        throw ownStatementError(error, `reading the catalogue entry of table "${candidate.name}"`);
+      }
     }
+    return null;
   });
-  if (!info) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" does not exist.`);
+  if (!found) throw new InvalidArgumentError(`sqlSource: table "${candidates[0].name}" does not exist.`);
+  const { ref, info } = found;
   const known = new Map(info.columns.map((c) => [c.name, c]));
   for (const column of keys) {
     if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);

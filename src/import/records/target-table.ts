@@ -1,7 +1,7 @@
 import type { EntityManager, EntityTarget } from 'typeorm';
 import { InvalidArgumentError } from '../../core/errors';
 import { dataSourceOf } from '../../core/transaction';
-import { dialectOf, type RecordColumn, type TableRef } from '../../dialect';
+import { dialectOf, type RecordColumn, type TableRef, tablesNamed } from '../../dialect';
 
 /** The table records go `into`: its columns as the catalogue has them, and how record fields find them. */
 export interface TargetTable {
@@ -26,16 +26,6 @@ async function existingTable(manager: EntityManager, candidates: TableRef[], sho
     if (columns) return { table, columns };
   }
   throw new InvalidArgumentError(`importFile: the table "${shown}" does not exist.`);
-}
-
-/**
- * A table name as it is, or else, written `schema.table`, that table of that schema (PostgreSQL's
- * schema, MySQL's database, an attached SQLite database), as TypeORM reads a table path.
- */
-function tablesNamed(name: string): TableRef[] {
-  const dot = name.indexOf('.');
-  const qualified = dot > 0 && dot === name.lastIndexOf('.') && dot < name.length - 1;
-  return qualified ? [{ name }, { schema: name.slice(0, dot), name: name.slice(dot + 1) }] : [{ name }];
 }
 
 /**
