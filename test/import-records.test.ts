@@ -338,6 +338,30 @@ describe(`importFile records mode (${DRIVER})`, () => {
       });
     }
 
+    // MySQL's TEXT types hold bytes (a TINYTEXT 255), VARCHAR characters; the database would refuse at the chunk.
+    if (DRIVER === 'mysql') {
+      it('a TEXT-type column holds bytes: a TINYTEXT takes 255 bytes of UTF-8, checked in pass 1 (a latin1 one, 255 characters)', async () => {
+        await database.ds.query('CREATE TABLE tiny_texts (n INT PRIMARY KEY, t TINYTEXT, l TINYTEXT CHARACTER SET latin1) DEFAULT CHARSET=utf8mb4');
+        const rows = [
+          { n: 1, t: '€'.repeat(85), l: 'é'.repeat(255) }, // 255 bytes of UTF-8; 255 latin1 characters
+          { n: 2, t: `${'€'.repeat(85)}a` }, // 256 bytes
+          { n: 3, l: 'é'.repeat(256) },
+        ];
+        const path = file('tiny.ndjson', `${rows.map((row) => JSON.stringify(row)).join('\n')}\n`);
+        const result = await importFile(database.ds, 'tiny', path, { into: 'tiny_texts', invalid: 'skip' });
+        expect(result).to.include({ rows: 1, invalid: 2 });
+        const reasons = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['tiny'])) as {
+          row_index: number;
+          reason: string;
+        }[];
+        expect(reasons.map((r) => Number(r.row_index))).to.deep.equal([1, 2]);
+        expect(reasons[0].reason).to.match(/256 bytes of UTF-8, the column holds 255/);
+        expect(reasons[1].reason).to.match(/256 characters, the column holds 255/);
+        const [stored] = (await database.ds.query('SELECT CHAR_LENGTH(t) AS t, CHAR_LENGTH(l) AS l FROM tiny_texts')) as { t: number; l: number }[];
+        expect([Number(stored.t), Number(stored.l)]).to.deep.equal([85, 255]);
+      });
+    }
+
     it('the same table through CSV text: the same values accepted and refused, an empty field NULL, a json field parsed', async () => {
       const BASE = 1000;
       // A CSV field is text: the cases whose JSON value is a string or a number, as that text.

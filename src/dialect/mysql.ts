@@ -11,6 +11,9 @@ interface MysqlCatalogueColumn {
   dataType: string;
   columnType: string;
   length: number | string | null;
+  /** Bytes at most (CHARACTER_OCTET_LENGTH), and the column's character set. */
+  octets: number | string | null;
+  charset: string | null;
   numPrecision: number | string | null;
   numScale: number | string | null;
   fractionDigits: number | string | null;
@@ -83,7 +86,10 @@ function mysqlRecordColumn(c: MysqlCatalogueColumn, primary: number): RecordColu
     case 'text':
     case 'mediumtext':
     case 'longtext':
-      return { ...base, kind: 'text', length: null };
+      // Limited in bytes (255, 65,535, 16,777,215, 4 GiB): UTF-8's bytes in utf8mb3/utf8mb4, one per character in the single-byte sets.
+      return /^utf8/i.test(c.charset ?? '')
+        ? { ...base, kind: 'text', length: null, bytes: numberOrNull(c.octets) }
+        : { ...base, kind: 'text', length: numberOrNull(c.octets) };
     default:
       return { ...base, kind: 'other' };
   }
@@ -197,6 +203,7 @@ export const mysql: Dialect = {
   async recordColumns(manager, table) {
     const columns: MysqlCatalogueColumn[] = await manager.query(
       `SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType, CHARACTER_MAXIMUM_LENGTH AS length,
+              CHARACTER_OCTET_LENGTH AS octets, CHARACTER_SET_NAME AS charset,
               NUMERIC_PRECISION AS numPrecision, NUMERIC_SCALE AS numScale, DATETIME_PRECISION AS fractionDigits,
               IS_NULLABLE AS isNullable, COLUMN_DEFAULT AS columnDefault, EXTRA AS extra, COLUMN_KEY AS columnKey
          FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ${table.schema ? '?' : 'DATABASE()'} AND TABLE_NAME = ?

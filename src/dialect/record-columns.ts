@@ -16,6 +16,8 @@ export interface RecordColumn {
   single?: boolean;
   /** text: characters at most (null: unlimited). */
   length?: number | null;
+  /** text: bytes of UTF-8 at most (MySQL's TEXT types; null or absent: no byte limit). */
+  bytes?: number | null;
   /** timestamp: fraction digits the column keeps. */
   fractionDigits?: number | null;
   /** enum: the allowed values. */

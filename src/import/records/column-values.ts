@@ -239,6 +239,11 @@ function textValue(value: unknown, column: RecordColumn, storable: StorableValue
     const characters = [...text].length;
     if (characters > column.length) return { reason: `the text has ${characters} characters, the column holds ${column.length}` };
   }
+  // UTF-8 takes at most 3 bytes per UTF-16 unit: only a text that might be too long is measured.
+  if (column.bytes !== undefined && column.bytes !== null && 3 * text.length > column.bytes) {
+    const bytes = Buffer.byteLength(text);
+    if (bytes > column.bytes) return { reason: `the text has ${bytes} bytes of UTF-8, the column holds ${column.bytes}` };
+  }
   if (!storable.textHoldsNul && text.includes('\u0000')) return { reason: 'the text contains U+0000, which the database cannot store' };
   if (LONE_SURROGATE.test(text)) return { reason: 'the text contains a lone surrogate, which is not Unicode text' };
   return { value: text };
