@@ -86,7 +86,8 @@ function mysqlRecordColumn(c: MysqlCatalogueColumn, primary: number): RecordColu
     case 'text':
     case 'mediumtext':
     case 'longtext':
-      // Limited in bytes (255, 65,535, 16,777,215, 4 GiB): UTF-8's bytes in utf8mb3/utf8mb4, one per character in the single-byte sets.
+      // Limited in bytes (255, 65,535, 16,777,215, 4 GiB): UTF-8's bytes in utf8mb3/utf8mb4; other sets are taken as
+      // one byte a character (the single-byte ones; a wider one's excess is left to the database, as before).
       return /^utf8/i.test(c.charset ?? '')
         ? { ...base, kind: 'text', length: null, bytes: numberOrNull(c.octets) }
         : { ...base, kind: 'text', length: numberOrNull(c.octets) };
