@@ -12,7 +12,7 @@ export type { BoundStatement } from './pg-pipeline';
 export { AbandonedPipeline } from './pg-pipeline';
 export { CopyText, type CopyRows, skipCopyRows } from './copy-text';
 export { CopyBinary, type WireType } from './copy-binary';
-export { qualifiedTable, tablesNamed } from './shared-sql';
+export { entityTable, firstExisting, qualifiedTable, tablesNamed } from './shared-sql';
 
 /** The dialect of a DataSource's driver: everything that differs between databases is behind it. */
 export function dialectOf(dataSource: DataSource): Dialect {

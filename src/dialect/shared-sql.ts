@@ -60,6 +60,20 @@ export function tablesNamed(name: string): TableRef[] {
   return qualified ? [{ name }, { schema: name.slice(0, dot), name: name.slice(dot + 1) }] : [{ name }];
 }
 
+/** The table an entity's metadata names, with its schema where it has one. */
+export function entityTable(metadata: { tableName: string; schema?: string }): TableRef {
+  return metadata.schema ? { name: metadata.tableName, schema: metadata.schema } : { name: metadata.tableName };
+}
+
+/** The first of `candidates` (see `tablesNamed`) that `lookup` finds, with what it found; null when none exists. */
+export async function firstExisting<T>(candidates: TableRef[], lookup: (table: TableRef) => Promise<T | null>): Promise<{ table: TableRef; found: T } | null> {
+  for (const table of candidates) {
+    const found = await lookup(table);
+    if (found) return { table, found };
+  }
+  return null;
+}
+
 /** A table reference, schema-qualified when it has one. */
 export function qualifiedTable(table: TableRef, quote: (identifier: string) => string): string {
   return table.schema ? `${quote(table.schema)}.${quote(table.name)}` : quote(table.name);

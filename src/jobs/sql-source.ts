@@ -1,6 +1,6 @@
 import type { EntityManager, EntityTarget } from 'typeorm';
 import { isInvalidStatement, ownStatementError } from '../core/database-errors';
-import { dialectOf, type KeyType, type TableRef, tablesNamed } from '../dialect';
+import { dialectOf, entityTable, firstExisting, type KeyType, type TableRef, tablesNamed } from '../dialect';
 import type { Page, Source } from './each-batch';
 import { InvalidArgumentError, NonUniqueKeyError } from '../core/errors';
 import type { Json } from '../core/json';
@@ -27,7 +27,7 @@ function resolveTables(db: Db, table: unknown): TableRef[] {
     throw new InvalidArgumentError('sqlSource: table must be a table name or an entity registered in this DataSource.');
   }
   const metadata = dataSource.getMetadata(table as EntityTarget<unknown>);
-  return [metadata.schema ? { name: metadata.tableName, schema: metadata.schema } : { name: metadata.tableName }];
+  return [entityTable(metadata)];
 }
 
 /** Maps an entity property name to its column name; plain column names pass through. */
@@ -93,19 +93,17 @@ export async function sqlSource(
   const dataSource = dataSourceOf(db);
   const dialect = dialectOf(dataSource);
   const candidates = resolveTables(db, table);
-  const found = await transact(db, async (tx) => {
-    for (const candidate of candidates) {
+  const found = await transact(db, (tx) =>
+    firstExisting(candidates, async (candidate) => {
       try {
-        const info = await dialect.tableInfo(tx, candidate);
-        if (info) return { ref: candidate, info };
+        return await dialect.tableInfo(tx, candidate);
       } catch (error) {
         throw ownStatementError(error, `reading the catalogue entry of table "${candidate.name}"`);
       }
-    }
-    return null;
-  });
+    }),
+  );
   if (!found) throw new InvalidArgumentError(`sqlSource: table "${candidates[0].name}" does not exist.`);
-  const { ref, info } = found;
+  const { table: ref, found: info } = found;
   const known = new Map(info.columns.map((c) => [c.name, c]));
   for (const column of keys) {
     if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);

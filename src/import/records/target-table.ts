@@ -1,7 +1,7 @@
 import type { EntityManager, EntityTarget } from 'typeorm';
 import { InvalidArgumentError } from '../../core/errors';
 import { dataSourceOf } from '../../core/transaction';
-import { dialectOf, type RecordColumn, type TableRef, tablesNamed } from '../../dialect';
+import { dialectOf, entityTable, firstExisting, type RecordColumn, type TableRef, tablesNamed } from '../../dialect';
 
 /** The table records go `into`: its columns as the catalogue has them, and how record fields find them. */
 export interface TargetTable {
@@ -16,19 +16,6 @@ export interface TargetTable {
 const JSON_TYPES = new Set(['json', 'jsonb', 'simple-json']);
 
 /**
- * The first of `candidates` that exists, with its columns as the catalogue has them; a table that
- * does not exist is INVALID_ARGUMENT naming `shown`.
- */
-async function existingTable(manager: EntityManager, candidates: TableRef[], shown: string): Promise<{ table: TableRef; columns: RecordColumn[] }> {
-  const dialect = dialectOf(dataSourceOf(manager));
-  for (const table of candidates) {
-    const columns = await dialect.recordColumns(manager, table);
-    if (columns) return { table, columns };
-  }
-  throw new InvalidArgumentError(`importFile: the table "${shown}" does not exist.`);
-}
-
-/**
  * Resolves `into` (an entity class, schema or name, or a table name) against `manager`'s
  * DataSource. Types come from the database catalogue (what the table really holds); an entity adds
  * its property names, and the enum values, json and boolean types a catalogue cannot tell (SQLite,
@@ -38,9 +25,10 @@ export async function targetTable(manager: EntityManager, into: EntityTarget<unk
   const dataSource = dataSourceOf(manager);
   const metadata = dataSource.hasMetadata(into) ? dataSource.getMetadata(into) : null;
   if (!metadata && typeof into !== 'string') throw new InvalidArgumentError('importFile: into must be an entity of the DataSource or a table name.');
-  const { table, columns } = metadata
-    ? await existingTable(manager, [{ name: metadata.tableName, ...(metadata.schema ? { schema: metadata.schema } : {}) }], metadata.tablePath)
-    : await existingTable(manager, tablesNamed(into as string), into as string);
+  const candidates = metadata ? [entityTable(metadata)] : tablesNamed(into as string);
+  const existing = await firstExisting(candidates, (table) => dialectOf(dataSource).recordColumns(manager, table));
+  if (!existing) throw new InvalidArgumentError(`importFile: the table "${metadata ? metadata.tablePath : String(into)}" does not exist.`);
+  const { table, found: columns } = existing;
   const fieldColumns = new Map<string, number>();
   const position = new Map(columns.map((column, i) => [column.name, i]));
   if (metadata) {
