@@ -24,6 +24,11 @@ export interface CopyAround extends PipelineGate {
    * (DEALLOCATE ALL: UNKNOWN_PREPARED_STATEMENT fails the transaction).
    */
   prepare?: boolean;
+  /**
+   * Rows per COPY statement (default `COPY_ROWS_PER_STATEMENT`): a load whose statements need not
+   * end at chunk boundaries sends larger ones, paying the per-statement costs below less often.
+   */
+  statementRows?: number;
 }
 
 // PostgreSQL ≤ 16 remembers each tuple slot of a COPY's insert buffer (up to 1,000) in a resource
@@ -66,10 +71,11 @@ export async function copyFromStdin(runner: QueryRunner, table: string | TableRe
   const copy = copyStatement(table, columns, binary);
   for (const statement of around.before ?? []) pipeline.statement(statement);
   if (rows.rows > 0) pipeline.log(copy.sql, []);
-  for (let row = 0; row < rows.rows; row += COPY_ROWS_PER_STATEMENT) {
+  const perStatement = around.statementRows ?? COPY_ROWS_PER_STATEMENT;
+  for (let row = 0; row < rows.rows; row += perStatement) {
     const from = row === 0 ? 0 : rows.ends[row - 1];
-    const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + COPY_ROWS_PER_STATEMENT) - 1]);
-    // The rows are copied once, into the CopyData message (125 rows at a time).
+    const data = rows.bytes.subarray(from, rows.ends[Math.min(rows.rows, row + perStatement) - 1]);
+    // The rows are copied once, into the CopyData message (a statement's rows at a time).
     if (around.prepare) pipeline.statement({ sql: copy.sql, parameters: [], prepare: true }, false);
     else pipeline.raw(copy.messages);
     if (binary) pipeline.raw(BINARY_HEADER_DATA).raw(serialize.copyData(data)).raw(BINARY_TRAILER_DATA);

@@ -16,8 +16,10 @@ import { advanceImport, bulkInsertItems, checkStorableId, copyAdvancing, copyTra
 import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
-import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from './source-blocks';
+import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
+import { Preload, type Preloaded, worthPreloading } from './preload';
 import { ChunkInFlight, type ChunkOrder } from './chunk-in-flight';
+import { ChunkRows, type TakenRows } from './chunk-rows';
 import { gunzipped } from './records/record-readers';
 import { importRecords, type RecordsOptions, type RowError, validateRecordsOptions } from './records/import-records';
 
@@ -130,17 +132,35 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   const record = newSourceRecord();
   if (options.check) return checkSource(path, format, gzip, record, batch, !handler);
   const rowHandler = handler as ImportFileOptions['handler'];
-  const total = signal?.aborted ? null : await validateSource(path, format, gzip, record, batch, !handler, signal);
-  if (total === null) return storedState(db, batch);
+  if (signal?.aborted) return storedState(db, batch);
+  // The built-in table on a connection of the import's own: pass 2 begins beside pass 1 (Preload).
+  const preload = !handler && bulkPathOf(db) && holdsConnection(db) && (await worthPreloading(path)) ? await Preload.open(dataSourceOf(db), batch, size) : null;
+  preload?.start(path, format, gzip, record);
+  let total: number | null;
+  try {
+    total = await validateSource(path, format, gzip, record, batch, !handler, signal);
+  } catch (error) {
+    await preload?.abandon();
+    throw error;
+  } finally {
+    recordingEnded(record);
+  }
+  if (total === null) {
+    await preload?.abandon();
+    return storedState(db, batch);
+  }
+  const fileRows = total;
+  const startedAt = Date.now();
+  const preloaded = preload ? await commitPreload(preload, batch, record.digest, fileRows, options.durable === true) : null;
 
-  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total));
-  const result: ImportFileResult = { batch, digest: record.digest, nextIndex: Number(started.next_index), rows: 0, done: false };
+  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, fileRows));
+  const rows = preloaded ? preloaded.next - preloaded.from : 0;
+  const result: ImportFileResult = { batch, digest: record.digest, nextIndex: Number(started.next_index), rows, done: false };
+  let bytes = 0;
+  let batches = preloaded?.chunks ?? 0;
+  if (preloaded) onProgress?.(progressSince(startedAt, { name: batch, batches, items: rows, total, bytes: 0, totalBytes: record.bytes }));
   if (result.nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return result;
-
-  const startedAt = Date.now();
-  let bytes = 0;
-  let batches = 0;
   // The built-in table takes the dialect's bulk path where it has one: rows go straight to binary COPY.
   const bulk = !handler && bulkPathOf(db);
   const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;
@@ -219,92 +239,6 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
     await committer?.close();
   }
   return stopped();
-}
-
-/** A chunk as `ChunkRows.take` hands it over: Row objects, or COPY text. */
-interface TakenRows {
-  start: number;
-  rows: Row[];
-  copy: CopyRows | null;
-}
-
-const MINUS = 0x2d;
-const ZERO = 0x30;
-
-/** The integer written `-?[0-9]+` at `bytes[start…end)`, one pass 1 checked (within ±(2^53−1)). */
-function validatedInteger(bytes: Uint8Array, start: number, end: number): number {
-  const negative = bytes[start] === MINUS;
-  let value = 0;
-  for (let at = negative ? start + 1 : start; at < end; at++) value = value * 10 + (bytes[at] - ZERO);
-  return negative ? -value : value;
-}
-
-/**
- * The rows of the chunk being read: Row objects, or, for the bulk path, rows in PostgreSQL's binary
- * COPY format (`batch` is the first field of each): the server parses no text, and an id's bytes go
- * as they are, unescaped (pass 1 checked they are well-formed UTF-8 without U+0000).
- */
-class ChunkRows {
-  start = 0;
-  count = 0;
-  private rows: Row[] = [];
-  private readonly binary: CopyBinary | null;
-
-  constructor(
-    private readonly batch: Buffer | null,
-    inFlight: number,
-  ) {
-    this.binary = batch ? new CopyBinary(inFlight) : null;
-  }
-
-  get copying(): boolean {
-    return this.binary !== null;
-  }
-
-  add(row: Row, at: number): void {
-    if (this.count++ === 0) this.start = at;
-    if (!this.binary) {
-      this.rows.push(row);
-      return;
-    }
-    this.binary.beginRow(3);
-    this.binary.text(this.batch as Buffer);
-    this.binary.text(Buffer.from(row.id));
-    this.binary.integer(row.value, 'int8');
-    this.binary.endRow();
-  }
-
-  /** A CSV record pass 1 validated: its id's bytes as they are, its value read from its digits (bulk path only). */
-  addCsv(spans: CsvSpans, r: number, header: CsvHeader, at: number): void {
-    const first = spans.fieldsAt[r];
-    const fields = spans.fieldsAt[r + 1] - first;
-    if (header.id >= fields || header.value >= fields) {
-      // Not a record pass 1 accepted: csvRowOf says what is wrong with it.
-      this.add(csvRowOf(spans, r, header, at), at);
-      return;
-    }
-    if (this.count++ === 0) this.start = at;
-    const binary = this.binary as CopyBinary;
-    const id = first + header.id;
-    const value = first + header.value;
-    binary.beginRow(3);
-    binary.text(this.batch as Buffer);
-    binary.text(spans.bytes, spans.starts[id], spans.ends[id]);
-    binary.integer(validatedInteger(spans.bytes, spans.starts[value], spans.ends[value]), 'int8');
-    binary.endRow();
-  }
-
-  /** The chunk's rows from `from` on (those before are committed already), or null when none; starts a new chunk. */
-  take(from: number): TakenRows | null {
-    const skip = Math.min(this.count, Math.max(0, from - this.start));
-    const start = this.start + skip;
-    const rows = this.rows.slice(skip);
-    const copy = this.binary ? skipCopyRows(this.binary.take(), skip) : null;
-    const count = this.count - skip;
-    this.rows = [];
-    this.count = 0;
-    return count > 0 ? { start, rows, copy } : null;
-  }
 }
 
 /** Pass 1: digest and validate the whole file; the number of rows, or null when `signal` stopped it. */
@@ -488,11 +422,30 @@ function heldCommitter(dataSource: DataSource, batch: string, digest: string, as
  * import owns their transaction.
  */
 function bulkCommitter(db: Db, batch: string, digest: string, asynchronousBefore: number | null, signal: AbortSignal | undefined): BulkCommitter {
-  const dataSource = dataSourceOf(db);
-  // A configured isolation level applies to TypeORM's transactions, which transact opens.
-  const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
-  if (joinsTransaction(db) || isolation !== undefined) return sharedCommitter(db, batch, digest, asynchronousBefore);
-  return heldCommitter(dataSource, batch, digest, asynchronousBefore, signal);
+  if (!holdsConnection(db)) return sharedCommitter(db, batch, digest, asynchronousBefore);
+  return heldCommitter(dataSourceOf(db), batch, digest, asynchronousBefore, signal);
+}
+
+/**
+ * Whether the import opens its own transactions on a connection it holds: not inside a caller's
+ * transaction, and no configured isolation level (that applies to TypeORM's transactions, which
+ * `transact` opens).
+ */
+function holdsConnection(db: Db): boolean {
+  const isolation = (dataSourceOf(db).options as { isolationLevel?: string }).isolationLevel;
+  return !joinsTransaction(db) && isolation === undefined;
+}
+
+/** Commits what `preload` loaded during pass 1, as one `checkpoint.import.chunk` span; null when nothing was. */
+async function commitPreload(preload: Preload, batch: string, digest: string, total: number, durable: boolean): Promise<Preloaded | null> {
+  return traced('import.chunk', { job: batch }, async (span) => {
+    const preloaded = await preload.commit(digest, total, durable);
+    if (preloaded) {
+      span.set({ index: preloaded.from });
+      span.committed(preloaded.next - preloaded.from, true);
+    }
+    return preloaded;
+  });
 }
 
 /**

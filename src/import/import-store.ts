@@ -7,8 +7,8 @@ import { dataSourceOf } from '../core/transaction';
 import type { Row } from './row';
 
 const IMPORTS = 'checkpoint_imports';
-const ITEMS = 'checkpoint_import_items';
-const ITEM_COLUMNS = ['batch', 'id', 'value'];
+export const ITEMS = 'checkpoint_import_items';
+export const ITEM_COLUMNS = ['batch', 'id', 'value'];
 // Rows per multi-row INSERT: 3 parameters each stays far below every driver's parameter limit.
 const INSERT_ROWS = 300;
 // Ids per `IN (…)` lookup.
@@ -35,6 +35,8 @@ export interface ImportRow {
 export interface ChunkCounts {
   rows: number;
   skipped: number;
+  /** Chunks the advance commits (default 1): several when pass 2's first rows load during pass 1. */
+  chunks?: number;
 }
 
 /** The counts of a batch that starts (again) from row 0. */
@@ -144,7 +146,7 @@ export async function advanceImport(
  * extra round trip). NULL counts (a batch from before they were kept) stay NULL.
  */
 function chunkCountAssignments(q: (column: string) => string): string {
-  return ['written_rows', 'skipped_rows'].map((column) => `${q(column)} = ${q(column)} + ?`).concat(`${q('chunks')} = ${q('chunks')} + 1`).join(', ');
+  return ['written_rows', 'skipped_rows', 'chunks'].map((column) => `${q(column)} = ${q(column)} + ?`).join(', ');
 }
 
 /** The statement of `advanceImport`. */
@@ -156,7 +158,7 @@ function advanceStatement(tx: EntityManager, batch: string, digest: string, star
       `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} ` +
         `WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ?`,
     ),
-    parameters: [next, Date.now(), counts.rows, counts.skipped, batch, start, digest],
+    parameters: [next, Date.now(), counts.rows, counts.skipped, counts.chunks ?? 1, batch, start, digest],
   };
 }
 
@@ -167,7 +169,7 @@ export async function countedAdvance(tx: EntityManager, batch: string, next: num
   await run(
     tx,
     dialect.sql(`UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} WHERE ${q('id')} = ?`),
-    [next, Date.now(), counts.rows, counts.skipped, batch],
+    [next, Date.now(), counts.rows, counts.skipped, counts.chunks ?? 1, batch],
     `updating import "${batch}"`,
   );
 }

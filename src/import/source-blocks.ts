@@ -31,6 +31,27 @@ export interface SourceRecord {
   blockDigests: DigestList;
   digest: string;
   bytes: number;
+  /** Set once pass 1 stopped reading (at the end of the file, or earlier on an error or a stop). */
+  ended: boolean;
+  /** Readers following pass 1 (`verifiedBlocks` with `follow`), woken at each block it records and when it ends. */
+  waiters: (() => void)[];
+}
+
+function wake(record: SourceRecord): void {
+  const waiters = record.waiters.splice(0);
+  for (const waiter of waiters) waiter();
+}
+
+/** Pass 1 stopped reading, however it ended: readers following it stop waiting. */
+export function recordingEnded(record: SourceRecord): void {
+  record.ended = true;
+  wake(record);
+}
+
+/** True once pass 1 has recorded block `index`; false when it ended before reading it. */
+async function blockRecorded(record: SourceRecord, index: number): Promise<boolean> {
+  while (record.blockDigests.length <= index && !record.ended) await new Promise<void>((resolve) => record.waiters.push(resolve));
+  return record.blockDigests.length > index;
 }
 
 /**
@@ -90,25 +111,31 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
  */
 export async function* recordedBlocks(path: string, record: SourceRecord, reuseBuffer = false): AsyncGenerator<Buffer> {
   const hash = createHash('sha256');
-  for await (const block of fileBlocks(path, BLOCK_SIZE, reuseBuffer)) {
-    hash.update(block);
-    record.blockDigests.push(hash.copy().digest());
-    record.bytes += block.length;
-    yield block;
+  try {
+    for await (const block of fileBlocks(path, BLOCK_SIZE, reuseBuffer)) {
+      hash.update(block);
+      record.blockDigests.push(hash.copy().digest());
+      record.bytes += block.length;
+      if (record.waiters.length > 0) wake(record);
+      yield block;
+    }
+    record.digest = hash.digest('hex');
+  } finally {
+    recordingEnded(record);
   }
-  record.digest = hash.digest('hex');
 }
 
 /**
  * Later passes: yields a block only once the running digest up to its end equals pass 1's, so
  * every row read from it is a row pass 1 validated; a changed file is FINGERPRINT_MISMATCH
- * before any row of the changed block is used.
+ * before any row of the changed block is used. With `follow`, it reads beside pass 1, each block
+ * once pass 1 has recorded it, and ends where pass 1 stopped.
  */
 export async function* verifiedBlocks(
   path: string,
   record: SourceRecord,
   batch: string,
-  options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean; reuseBuffer?: boolean } = {},
+  options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean; reuseBuffer?: boolean; follow?: boolean } = {},
 ): AsyncGenerator<Buffer> {
   const hash: Hash = createHash('sha256');
   let count = 0;
@@ -116,6 +143,7 @@ export async function* verifiedBlocks(
   for await (const block of fileBlocks(path, BLOCK_SIZE, options.reuseBuffer)) {
     // A second look at a source whose pass 1 stopped early ends where pass 1 ended.
     if (options.recordedOnly && count === record.blockDigests.length) return;
+    if (options.follow && !(await blockRecorded(record, count))) return;
     hash.update(block);
     if (!record.blockDigests.equals(count++, hash.copy().digest())) throw changedDuringImport(batch, record);
     bytes += block.length;
@@ -133,5 +161,5 @@ function changedDuringImport(batch: string, record: SourceRecord): FingerprintMi
 }
 
 export function newSourceRecord(): SourceRecord {
-  return { blockDigests: new DigestList(), digest: '', bytes: 0 };
+  return { blockDigests: new DigestList(), digest: '', bytes: 0, ended: false, waiters: [] };
 }

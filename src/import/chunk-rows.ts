@@ -1,0 +1,90 @@
+import { CopyBinary, type CopyRows, skipCopyRows } from '../dialect';
+import type { CsvSpans } from './csv-records';
+import { type CsvHeader, csvRowOf } from './csv-rows';
+import type { Row } from './row';
+
+/** A chunk as `ChunkRows.take` hands it over: Row objects, or COPY text. */
+export interface TakenRows {
+  start: number;
+  rows: Row[];
+  copy: CopyRows | null;
+}
+
+const MINUS = 0x2d;
+const ZERO = 0x30;
+
+/** The integer written `-?[0-9]+` at `bytes[start…end)`, one pass 1 checked (within ±(2^53−1)). */
+function validatedInteger(bytes: Uint8Array, start: number, end: number): number {
+  const negative = bytes[start] === MINUS;
+  let value = 0;
+  for (let at = negative ? start + 1 : start; at < end; at++) value = value * 10 + (bytes[at] - ZERO);
+  return negative ? -value : value;
+}
+
+/**
+ * The rows of the chunk being read: Row objects, or, for the bulk path, rows in PostgreSQL's binary
+ * COPY format (`batch` is the first field of each): the server parses no text, and an id's bytes go
+ * as they are, unescaped (pass 1 checked they are well-formed UTF-8 without U+0000).
+ */
+export class ChunkRows {
+  start = 0;
+  count = 0;
+  private rows: Row[] = [];
+  private readonly binary: CopyBinary | null;
+
+  constructor(
+    private readonly batch: Buffer | null,
+    inFlight: number,
+  ) {
+    this.binary = batch ? new CopyBinary(inFlight) : null;
+  }
+
+  get copying(): boolean {
+    return this.binary !== null;
+  }
+
+  add(row: Row, at: number): void {
+    if (this.count++ === 0) this.start = at;
+    if (!this.binary) {
+      this.rows.push(row);
+      return;
+    }
+    this.binary.beginRow(3);
+    this.binary.text(this.batch as Buffer);
+    this.binary.text(Buffer.from(row.id));
+    this.binary.integer(row.value, 'int8');
+    this.binary.endRow();
+  }
+
+  /** A CSV record pass 1 validated: its id's bytes as they are, its value read from its digits (bulk path only). */
+  addCsv(spans: CsvSpans, r: number, header: CsvHeader, at: number): void {
+    const first = spans.fieldsAt[r];
+    const fields = spans.fieldsAt[r + 1] - first;
+    if (header.id >= fields || header.value >= fields) {
+      // Not a record pass 1 accepted: csvRowOf says what is wrong with it.
+      this.add(csvRowOf(spans, r, header, at), at);
+      return;
+    }
+    if (this.count++ === 0) this.start = at;
+    const binary = this.binary as CopyBinary;
+    const id = first + header.id;
+    const value = first + header.value;
+    binary.beginRow(3);
+    binary.text(this.batch as Buffer);
+    binary.text(spans.bytes, spans.starts[id], spans.ends[id]);
+    binary.integer(validatedInteger(spans.bytes, spans.starts[value], spans.ends[value]), 'int8');
+    binary.endRow();
+  }
+
+  /** The chunk's rows from `from` on (those before are committed already), or null when none; starts a new chunk. */
+  take(from: number): TakenRows | null {
+    const skip = Math.min(this.count, Math.max(0, from - this.start));
+    const start = this.start + skip;
+    const rows = this.rows.slice(skip);
+    const copy = this.binary ? skipCopyRows(this.binary.take(), skip) : null;
+    const count = this.count - skip;
+    this.rows = [];
+    this.count = 0;
+    return count > 0 ? { start, rows, copy } : null;
+  }
+}

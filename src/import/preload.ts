@@ -1,0 +1,194 @@
+import { stat } from 'node:fs/promises';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { FingerprintMismatchError } from '../core/errors';
+import { dialectOf } from '../dialect';
+import { beginIn } from './begin';
+import { ChunkRows } from './chunk-rows';
+import { csvData } from './csv-rows';
+import { advanceImport, ITEM_COLUMNS, ITEMS, readImport, rollbackQuietly } from './import-store';
+import { type ImportFormat, readRows } from './read-rows';
+import { gunzipped } from './records/record-readers';
+import { type SourceRecord, verifiedBlocks } from './source-blocks';
+
+/**
+ * Below this size pass 1 takes a few milliseconds: there is nothing to load beside it.
+ */
+export const PRELOAD_MIN_BYTES = 4 * 1024 * 1024;
+
+/** Rows per COPY statement while preloading (whole chunks): the statements' own costs paid rarely. */
+const GROUP_ROWS = 16_000;
+
+/** What the preload committed: rows from `from` to `next`, in `chunks` chunks. */
+export interface Preloaded {
+  from: number;
+  next: number;
+  chunks: number;
+}
+
+/** Whether the file is large enough for a preload to gain anything. */
+export async function worthPreloading(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).size >= PRELOAD_MIN_BYTES;
+  } catch {
+    return false; // pass 1 reports an unreadable file
+  }
+}
+
+/**
+ * Pass 2 begun during pass 1, for the built-in table on PostgreSQL's bulk path when the import
+ * opens its own transactions. Pass 1 (one Node thread) is several times faster than the server
+ * inserts rows, so the server would idle through it: instead, the rows pass 1 has read are copied
+ * into `checkpoint_import_items` in ONE transaction, held open — nothing committed, nothing
+ * visible — until pass 1 has validated the whole file. Then, with the checkpoint advanced over
+ * them, that transaction commits (`commit`): the preloaded chunks commit together, with their
+ * checkpoint, exactly once. An invalid file, a stop, an error of the preload's own (a row the
+ * database refuses, a file changed under it) or another runner's progress roll it back, and the
+ * import goes on as without it: nothing is ever committed before the file is validated.
+ */
+export class Preload {
+  /** Rows sent so far (whole chunks, and the file's last rows). */
+  private sent = 0;
+  private chunks = 0;
+  private stopping = false;
+  private failed = false;
+  private readonly copies: Promise<void>[] = [];
+  private loading: Promise<void> = Promise.resolve();
+
+  private constructor(
+    private readonly dataSource: DataSource,
+    private readonly runner: QueryRunner,
+    private readonly batch: string,
+    private readonly from: number,
+    private readonly size: number,
+  ) {}
+
+  /** Opens the preload's transaction, from the committed checkpoint on; null when the import is complete. */
+  static async open(dataSource: DataSource, batch: string, size: number): Promise<Preload | null> {
+    const runner = dataSource.createQueryRunner();
+    try {
+      const stored = await readImport(runner.manager, batch);
+      const from = stored ? Number(stored.next_index) : 0;
+      if (stored && stored.total_rows !== null && from >= Number(stored.total_rows)) {
+        await runner.release();
+        return null;
+      }
+      await runner.query('BEGIN');
+      return new Preload(dataSource, runner, batch, from, size);
+    } catch (error) {
+      await runner.release();
+      throw error;
+    }
+  }
+
+  /** Starts reading the file beside pass 1 (each block once pass 1 has read it) and copying its rows. */
+  start(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord): void {
+    this.loading = this.load(path, format, gzip, record).catch(() => {
+      // A row the database refused, a file changed under it…: the import goes on without the
+      // preload, and pass 2 meets (and reports) the same problem.
+      this.failed = true;
+    });
+  }
+
+  private async load(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord): Promise<void> {
+    const raw = verifiedBlocks(path, record, this.batch, { follow: true, reuseBuffer: format === 'csv' && !gzip });
+    const blocks = gzip ? gunzipped(raw) : raw;
+    const group = this.size * Math.max(1, Math.floor(GROUP_ROWS / this.size));
+    const chunk = new ChunkRows(Buffer.from(this.batch), 2);
+    // At a chunk's end: sends the group when it is full or the preload is to stop; false to stop reading.
+    const chunkEnded = async (): Promise<boolean> => {
+      if (chunk.count < group && !this.stopping) return !this.failed;
+      await this.send(chunk);
+      return !this.stopping && !this.failed;
+    };
+    let at = 0;
+    if (format === 'csv') {
+      for await (const { spans, from, index, header } of csvData(blocks)) {
+        for (let r = from; r < spans.count; r++) {
+          at = index + r - from;
+          if (at < this.from) continue;
+          chunk.addCsv(spans, r, header, at);
+          if ((at + 1 - this.from) % this.size === 0 && !(await chunkEnded())) return;
+        }
+      }
+    } else {
+      for await (const rows of readRows(format, blocks)) {
+        for (const row of rows) {
+          if (at >= this.from) {
+            chunk.add(row, at);
+            if ((at + 1 - this.from) % this.size === 0 && !(await chunkEnded())) return;
+          }
+          at++;
+        }
+      }
+    }
+    // The end of the file: its last rows too, when pass 1 read all of it.
+    if (record.ended && chunk.count > 0) await this.send(chunk);
+  }
+
+  /** Copies the chunk's rows in one statement, queued behind the one before (one in flight while the next is read). */
+  private async send(chunk: ChunkRows): Promise<void> {
+    if (this.copies.length >= 2) await this.copies.shift();
+    if (this.failed || chunk.count === 0) return;
+    const rows = chunk.take(chunk.start)!.copy!;
+    const copy = dialectOf(this.dataSource).copyRows!(this.runner, ITEMS, ITEM_COLUMNS, rows, { binary: true, statementRows: rows.rows });
+    this.copies.push(
+      copy.catch(() => {
+        this.failed = true;
+      }),
+    );
+    this.sent += rows.rows;
+    this.chunks += Math.ceil(rows.rows / this.size);
+  }
+
+  /** Stops reading and waits for the rows sent; true when all of them are in the open transaction. */
+  private async settle(): Promise<boolean> {
+    this.stopping = true;
+    await this.loading;
+    await Promise.all(this.copies);
+    return !this.failed;
+  }
+
+  /**
+   * Pass 1 accepted the file (`digest`, `total` rows): begins or resumes the import in the
+   * preload's transaction, advances the checkpoint over the preloaded rows and commits them
+   * (asynchronously when they do not end the file, unless `durable`). Null, nothing committed,
+   * when there was nothing to commit or the preload must give way (see the class); the stored
+   * import of another file is FINGERPRINT_MISMATCH, as `beginIn` says, with nothing committed.
+   */
+  async commit(digest: string, total: number, durable: boolean): Promise<Preloaded | null> {
+    try {
+      if (!(await this.settle()) || this.sent === 0) return await this.rollback();
+      const tx = this.runner.manager;
+      const row = await beginIn(tx, this.batch, digest, total);
+      const next = this.from + this.sent;
+      if (Number(row.next_index) !== this.from || !(await advanceImport(tx, this.batch, digest, this.from, next, { rows: this.sent, skipped: 0, chunks: this.chunks }))) {
+        return await this.rollback();
+      }
+      const asynchronous = dialectOf(this.dataSource).asynchronousCommit;
+      if (!durable && next < total && asynchronous !== undefined) await this.runner.query(asynchronous);
+      await this.runner.query('COMMIT');
+      return { from: this.from, next, chunks: this.chunks };
+    } catch (error) {
+      await this.rollback();
+      if (error instanceof FingerprintMismatchError) throw error;
+      return null;
+    } finally {
+      await this.runner.release();
+    }
+  }
+
+  /** Pass 1 rejected the file or was stopped: nothing of the preload stays. */
+  async abandon(): Promise<void> {
+    try {
+      await this.settle();
+      await this.rollback();
+    } finally {
+      await this.runner.release();
+    }
+  }
+
+  private async rollback(): Promise<null> {
+    await rollbackQuietly(this.runner);
+    return null;
+  }
+}
