@@ -141,7 +141,8 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
       const stats = (await run('psql', [url, '-q', '-v', 'ON_ERROR_STOP=1', '-f', script])).trim().split('\n').slice(-2);
       const mid = (pick: (cpu: ImportCpu) => number) => (median(measuredCpus.map(pick)) / 1000).toFixed(2);
       options.log(
-        `  CPU s (medians): importFile: Node until the first commit ${mid((c) => c.nodeFirstCommitMs)} (wall ${mid((c) => c.firstCommitMs)}), ` +
+        `  CPU s (medians): importFile: Node until the first commit ${mid((c) => c.nodeFirstCommitMs)} (wall ${mid((c) => c.firstCommitMs)}; ` +
+          `${median(measuredCpus.map((c) => c.firstCommitRows)).toLocaleString('en-US')} rows in it), ` +
           `Node in all ${mid((c) => c.nodeMs)}, server ${mid((c) => c.serverMs ?? NaN)}; ` +
           `psql \\copy: psql ${(statCpuMs(stats[1]) / 1000).toFixed(2)}, server ${(statCpuMs(stats[0]) / 1000).toFixed(2)}`,
       );

@@ -1,5 +1,6 @@
 // How the chunks of an import commit: on PostgreSQL, an import that opens its own transactions
-// commits every chunk but the last with `SET LOCAL synchronous_commit = off`, so `done` follows a
+// commits every chunk but the last asynchronously (`SET LOCAL synchronous_commit = off`, or the same
+// by `set_config` in the chunk's checkpoint statement), so `done` follows a
 // durable commit; `durable: true` and a caller's transaction get synchronous commits only. The
 // statements are read from the DataSource's logger, which the COPY pipeline reports to.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { expectCode } from './support/expect-code';
 import { SqlLog } from './support/sql-log';
 
 const ASYNCHRONOUS_COMMIT = 'SET LOCAL synchronous_commit = off';
+const ASYNCHRONOUS_COMMIT_CALL = "set_config('synchronous_commit', 'off', true)";
 
 /** For each chunk written by COPY (one COPY logged per chunk): whether its transaction set asynchronous commit. */
 function chunkCommits(log: SqlLog): ('async' | 'sync')[] {
@@ -19,7 +21,7 @@ function chunkCommits(log: SqlLog): ('async' | 'sync')[] {
   let asynchronous = false;
   for (const { sql } of log.queries) {
     if (/^(BEGIN|START TRANSACTION|SAVEPOINT)\b/i.test(sql)) asynchronous = false;
-    else if (sql === ASYNCHRONOUS_COMMIT) asynchronous = true;
+    else if (sql === ASYNCHRONOUS_COMMIT || sql.includes(ASYNCHRONOUS_COMMIT_CALL)) asynchronous = true;
     else if (sql.startsWith('COPY ')) commits.push(asynchronous ? 'async' : 'sync');
   }
   return commits;

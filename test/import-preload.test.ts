@@ -74,6 +74,16 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
     expect(progress[progress.length - 1].items).to.equal(ROWS);
   });
 
+  it('reads NDJSON beside pass 1 as it reads CSV', async () => {
+    const ndjson = join(dir, 'rows.ndjson');
+    writeFileSync(ndjson, `${Array.from({ length: ROWS }, (_, i) => JSON.stringify({ id: `row-${i}`, value: i })).join('\n')}\n`);
+    const progress: number[] = [];
+    expect(await importFile(database.ds, 'ndjson', ndjson, { onProgress: (p) => progress.push(p.items) })).to.include({ rows: ROWS, done: true });
+    await expectEveryRowOnce('ndjson');
+    if (preloads) expect(progress[0]).to.be.above(SIZE);
+    else expect(progress[0]).to.equal(SIZE);
+  });
+
   if (preloads) {
     it('an invalid last row: INVALID_INPUT at that row, and nothing of the rows already copied stays', async () => {
       const invalid = join(dir, 'invalid-last.csv');

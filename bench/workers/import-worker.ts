@@ -28,6 +28,8 @@ const size = Number(sizeArg);
 /** CPU ms of the import: this process until its first commit and in all, and the database's backends (null off PostgreSQL). */
 export interface ImportCpu {
   firstCommitMs: number;
+  /** Rows the first commit made: on PostgreSQL those loaded beside pass 1 (a preload), else one chunk. */
+  firstCommitRows: number;
   nodeFirstCommitMs: number;
   nodeMs: number;
   serverMs: number | null;
@@ -51,17 +53,17 @@ async function libraryImport(): Promise<{ rows: number; ms: number; cpu: ImportC
     const serverBefore = await backends();
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
-    let firstCommit: { ms: number; cpu: number } | null = null;
-    const onProgress = () => {
-      firstCommit ??= { ms: performance.now() - started, cpu: cpuMs(process.cpuUsage(cpuBefore)) };
+    let firstCommit: { ms: number; cpu: number; rows: number } | null = null;
+    const onProgress = (progress: { items: number }) => {
+      firstCommit ??= { ms: performance.now() - started, cpu: cpuMs(process.cpuUsage(cpuBefore)), rows: progress.items };
     };
     const outcome = await importFile(dataSource, 'bench', path, { format: 'csv', size, onProgress });
     const ms = performance.now() - started;
     const nodeMs = cpuMs(process.cpuUsage(cpuBefore));
     if (!outcome.done || firstCommit === null) throw new Error('import did not finish');
     const serverAfter = serverBefore && (await backends());
-    const { ms: firstCommitMs, cpu: nodeFirstCommitMs } = firstCommit;
-    return { rows: outcome.rows, ms, cpu: { firstCommitMs, nodeFirstCommitMs, nodeMs, serverMs: serverBefore && cpuSpent(serverBefore, serverAfter!) } };
+    const { ms: firstCommitMs, cpu: nodeFirstCommitMs, rows: firstCommitRows } = firstCommit;
+    return { rows: outcome.rows, ms, cpu: { firstCommitMs, firstCommitRows, nodeFirstCommitMs, nodeMs, serverMs: serverBefore && cpuSpent(serverBefore, serverAfter!) } };
   } finally {
     await dataSource.destroy();
   }

@@ -43,6 +43,11 @@ export class ChunkRows {
     return this.binary !== null;
   }
 
+  /** Bytes of COPY rows held (bulk path). */
+  get byteLength(): number {
+    return this.binary?.byteLength ?? 0;
+  }
+
   add(row: Row, at: number): void {
     if (this.count++ === 0) this.start = at;
     if (!this.binary) {

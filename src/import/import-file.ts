@@ -140,11 +140,12 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   try {
     total = await validateSource(path, format, gzip, record, batch, !handler, signal);
   } catch (error) {
+    recordingEnded(record);
     await preload?.abandon();
     throw error;
-  } finally {
-    recordingEnded(record);
   }
+  // However pass 1 ended, a preload following it stops waiting for its blocks.
+  recordingEnded(record);
   if (total === null) {
     await preload?.abandon();
     return storedState(db, batch);
@@ -158,7 +159,7 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   const result: ImportFileResult = { batch, digest: record.digest, nextIndex: Number(started.next_index), rows, done: false };
   let bytes = 0;
   let batches = preloaded?.chunks ?? 0;
-  if (preloaded) onProgress?.(progressSince(startedAt, { name: batch, batches, items: rows, total, bytes: 0, totalBytes: record.bytes }));
+  if (preloaded) onProgress?.(progressSince(startedAt, { name: batch, batches, items: rows, total, bytes: preloaded.bytes, totalBytes: record.bytes }));
   if (result.nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return result;
   // The built-in table takes the dialect's bulk path where it has one: rows go straight to binary COPY.

@@ -190,7 +190,9 @@ export const UNKNOWN_PREPARED_STATEMENT = '26000';
 /**
  * `advanceImport` as a statement that fails (division by zero, SQLSTATE 22012) when it changes no
  * row: in a pipeline that stops everything after it, COMMIT included, so rows never commit without
- * their checkpoint. PostgreSQL's SQL: the bulk path (`copyRows`) exists there only.
+ * their checkpoint. With `asynchronous`, the same statement makes the transaction's commit
+ * asynchronous (`set_config`, where the dialect has it): one statement fewer per chunk. PostgreSQL's
+ * SQL: the bulk path (`copyRows`) exists there only.
  */
 export function assertingAdvance(
   tx: EntityManager,
@@ -199,9 +201,11 @@ export function assertingAdvance(
   start: number,
   next: number,
   counts: ChunkCounts = { rows: next - start, skipped: 0 },
+  asynchronous = false,
 ): BoundStatement {
   const { sql, parameters } = advanceStatement(tx, batch, digest, start, next, counts);
-  return { sql: `WITH advanced AS (${sql} RETURNING 1) SELECT 1 / COUNT(*) FROM advanced`, parameters, prepare: true };
+  const unflushed = asynchronous ? sqlOf(tx).asynchronousCommitExpression : undefined;
+  return { sql: `WITH advanced AS (${sql} RETURNING 1) SELECT 1 / COUNT(*)${unflushed ? `, ${unflushed}` : ''} FROM advanced`, parameters, prepare: true };
 }
 
 /**
@@ -209,7 +213,7 @@ export function assertingAdvance(
  * CopyBinary, in the order batch, id, value) in one round trip; false, with the rows not to be
  * kept (roll back), when the import is not at `start`. A duplicate key is INVALID_INPUT for the
  * range (the caller may name the row). With `asynchronous`, the transaction (which the caller must
- * own) commits without waiting for its WAL flush where the dialect can (see `commitSetting`).
+ * own) commits without waiting for its WAL flush where the dialect can (see `assertingAdvance`).
  */
 export async function copyAdvancing(
   tx: EntityManager,
@@ -222,23 +226,13 @@ export async function copyAdvancing(
 ): Promise<boolean> {
   const dialect = sqlOf(tx);
   try {
-    const before = [...commitSetting(tx, asynchronous), assertingAdvance(tx, batch, digest, start, start + rows.rows)];
+    const before = [assertingAdvance(tx, batch, digest, start, start + rows.rows, undefined, asynchronous)];
     await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, { before, binary });
     return true;
   } catch (error) {
     if (errorCodes(error).includes(NOT_AT_START)) return false;
     throw insertFailure(error, batch, rows.rows, start);
   }
-}
-
-/**
- * The statement that makes the chunk's commit asynchronous, when asked for and the dialect has
- * one. A commit lost in a database crash loses the chunk's rows and its checkpoint together, so
- * the rerun writes exactly those rows again: still exactly once.
- */
-function commitSetting(tx: EntityManager, asynchronous: boolean): BoundStatement[] {
-  const sql = asynchronous ? sqlOf(tx).asynchronousCommit : undefined;
-  return sql === undefined ? [] : [{ sql, parameters: [], prepare: true }];
 }
 
 export const BEGIN: BoundStatement = { sql: 'BEGIN', parameters: [], prepare: true };
@@ -265,8 +259,7 @@ export async function copyTransaction(
   const dialect = sqlOf(tx);
   for (let attempt = 1; ; attempt++) {
     try {
-      const advance = assertingAdvance(tx, batch, digest, start, start + rows.rows);
-      const before = [BEGIN, ...commitSetting(tx, asynchronous), advance];
+      const before = [BEGIN, assertingAdvance(tx, batch, digest, start, start + rows.rows, undefined, asynchronous)];
       await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT], ...pipelined, prepare: true });
       return true;
     } catch (error) {

@@ -8,21 +8,26 @@ import { csvData } from './csv-rows';
 import { advanceImport, ITEM_COLUMNS, ITEMS, readImport, rollbackQuietly } from './import-store';
 import { type ImportFormat, readRows } from './read-rows';
 import { gunzipped } from './records/record-readers';
-import { type SourceRecord, verifiedBlocks } from './source-blocks';
+import { recordingEnd, type SourceRecord, verifiedBlocks } from './source-blocks';
 
 /**
  * Below this size pass 1 takes a few milliseconds: there is nothing to load beside it.
  */
 export const PRELOAD_MIN_BYTES = 4 * 1024 * 1024;
 
-/** Rows per COPY statement while preloading (whole chunks): the statements' own costs paid rarely. */
+/**
+ * Rows per COPY statement while preloading (whole chunks): the statements' own costs paid rarely.
+ * A group is sent early once its rows reach `GROUP_BYTES` (long ids), to keep memory bounded.
+ */
 const GROUP_ROWS = 16_000;
+const GROUP_BYTES = 4 * 1024 * 1024;
 
-/** What the preload committed: rows from `from` to `next`, in `chunks` chunks. */
+/** What the preload committed: rows from `from` to `next`, in `chunks` chunks, read from the file's first `bytes`. */
 export interface Preloaded {
   from: number;
   next: number;
   chunks: number;
+  bytes: number;
 }
 
 /** Whether the file is large enough for a preload to gain anything. */
@@ -48,6 +53,9 @@ export async function worthPreloading(path: string): Promise<boolean> {
 export class Preload {
   /** Rows sent so far (whole chunks, and the file's last rows). */
   private sent = 0;
+  /** How far into the file (bytes read) the rows sent reach, about. */
+  private bytes = 0;
+  private read = 0;
   private chunks = 0;
   private stopping = false;
   private failed = false;
@@ -62,22 +70,25 @@ export class Preload {
     private readonly size: number,
   ) {}
 
-  /** Opens the preload's transaction, from the committed checkpoint on; null when the import is complete. */
+  /**
+   * Opens the preload's transaction, from the committed checkpoint on. Null when the import is
+   * complete, or when the database cannot be reached now: the import goes on without a preload,
+   * and its own statements report the problem.
+   */
   static async open(dataSource: DataSource, batch: string, size: number): Promise<Preload | null> {
     const runner = dataSource.createQueryRunner();
     try {
       const stored = await readImport(runner.manager, batch);
       const from = stored ? Number(stored.next_index) : 0;
-      if (stored && stored.total_rows !== null && from >= Number(stored.total_rows)) {
-        await runner.release();
-        return null;
+      if (!stored || stored.total_rows === null || from < Number(stored.total_rows)) {
+        await runner.query('BEGIN');
+        return new Preload(dataSource, runner, batch, from, size);
       }
-      await runner.query('BEGIN');
-      return new Preload(dataSource, runner, batch, from, size);
-    } catch (error) {
-      await runner.release();
-      throw error;
+    } catch {
+      // As without a preload (see above).
     }
+    await runner.release();
+    return null;
   }
 
   /** Starts reading the file beside pass 1 (each block once pass 1 has read it) and copying its rows. */
@@ -90,13 +101,14 @@ export class Preload {
   }
 
   private async load(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord): Promise<void> {
-    const raw = verifiedBlocks(path, record, this.batch, { follow: true, reuseBuffer: format === 'csv' && !gzip });
+    const onBytes = (read: number) => (this.read = read);
+    const raw = verifiedBlocks(path, record, this.batch, { follow: true, reuseBuffer: format === 'csv' && !gzip, onBytes });
     const blocks = gzip ? gunzipped(raw) : raw;
     const group = this.size * Math.max(1, Math.floor(GROUP_ROWS / this.size));
     const chunk = new ChunkRows(Buffer.from(this.batch), 2);
     // At a chunk's end: sends the group when it is full or the preload is to stop; false to stop reading.
     const chunkEnded = async (): Promise<boolean> => {
-      if (chunk.count < group && !this.stopping) return !this.failed;
+      if (chunk.count < group && chunk.byteLength < GROUP_BYTES && !this.stopping) return !this.failed;
       await this.send(chunk);
       return !this.stopping && !this.failed;
     };
@@ -121,8 +133,9 @@ export class Preload {
         }
       }
     }
-    // The end of the file: its last rows too, when pass 1 read all of it.
-    if (record.ended && chunk.count > 0) await this.send(chunk);
+    // The end of the file before pass 1's: once pass 1 has accepted all of it (or not), its last rows too.
+    await recordingEnd(record);
+    await this.send(chunk);
   }
 
   /** Copies the chunk's rows in one statement, queued behind the one before (one in flight while the next is read). */
@@ -138,6 +151,7 @@ export class Preload {
     );
     this.sent += rows.rows;
     this.chunks += Math.ceil(rows.rows / this.size);
+    this.bytes = this.read;
   }
 
   /** Stops reading and waits for the rows sent; true when all of them are in the open transaction. */
@@ -167,7 +181,7 @@ export class Preload {
       const asynchronous = dialectOf(this.dataSource).asynchronousCommit;
       if (!durable && next < total && asynchronous !== undefined) await this.runner.query(asynchronous);
       await this.runner.query('COMMIT');
-      return { from: this.from, next, chunks: this.chunks };
+      return { from: this.from, next, chunks: this.chunks, bytes: this.bytes };
     } catch (error) {
       await this.rollback();
       if (error instanceof FingerprintMismatchError) throw error;
@@ -180,6 +194,7 @@ export class Preload {
   /** Pass 1 rejected the file or was stopped: nothing of the preload stays. */
   async abandon(): Promise<void> {
     try {
+      this.failed = true; // nothing more is sent
       await this.settle();
       await this.rollback();
     } finally {

@@ -48,6 +48,11 @@ export function recordingEnded(record: SourceRecord): void {
   wake(record);
 }
 
+/** Resolves once pass 1 stopped reading. */
+export async function recordingEnd(record: SourceRecord): Promise<void> {
+  await blockRecorded(record, Number.POSITIVE_INFINITY);
+}
+
 /** True once pass 1 has recorded block `index`; false when it ended before reading it. */
 async function blockRecorded(record: SourceRecord, index: number): Promise<boolean> {
   while (record.blockDigests.length <= index && !record.ended) await new Promise<void>((resolve) => record.waiters.push(resolve));
