@@ -1,6 +1,7 @@
 import { CopyBinary, type CopyRows, skipCopyRows } from '../dialect';
 import type { CsvSpans } from './csv-records';
-import { type CsvHeader, csvRowOf } from './csv-rows';
+import { csvData, type CsvHeader, csvRowOf } from './csv-rows';
+import { type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
 
 /** A chunk as `ChunkRows.take` hands it over: Row objects, or COPY text. */
@@ -92,4 +93,43 @@ export class ChunkRows {
     this.count = 0;
     return count > 0 ? { start, rows, copy } : null;
   }
+}
+
+/**
+ * Reads the source's rows into `chunk` — CSV records straight to COPY rows when it copies — the
+ * rows before `from()` skipped. After each row `at` for which `chunkEnds(at)` holds, `chunkEnded()`
+ * says whether to read on. False when it stopped the reading, true at the end of the source.
+ * `checked` wraps the reader (pass 2: a row error there means the file changed).
+ */
+export async function fillChunks(
+  format: ImportFormat,
+  blocks: AsyncGenerator<Buffer>,
+  chunk: ChunkRows,
+  from: () => number,
+  chunkEnds: (at: number) => boolean,
+  chunkEnded: () => Promise<boolean>,
+  checked: <T>(items: AsyncGenerator<T>) => AsyncGenerator<T> = (items) => items,
+): Promise<boolean> {
+  if (format === 'csv' && chunk.copying) {
+    for await (const { spans, from: first, index, header } of checked(csvData(blocks))) {
+      for (let r = first; r < spans.count; r++) {
+        const at = index + r - first;
+        if (at < from()) continue;
+        chunk.addCsv(spans, r, header, at);
+        if (chunkEnds(at) && !(await chunkEnded())) return false;
+      }
+    }
+    return true;
+  }
+  let at = 0;
+  for await (const rows of checked(readRows(format, blocks))) {
+    for (const row of rows) {
+      if (at >= from()) {
+        chunk.add(row, at);
+        if (chunkEnds(at) && !(await chunkEnded())) return false;
+      }
+      at++;
+    }
+  }
+  return true;
 }

@@ -1,15 +1,13 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { progressSince, type Progress } from '../core/progress';
-import { AbandonedPipeline, CopyBinary, type CopyRows, dialectOf, skipCopyRows } from '../dialect';
+import { AbandonedPipeline, type CopyRows, dialectOf } from '../dialect';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
 import { traced } from '../core/telemetry';
 import { isRetryable } from '../core/database-errors';
 import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
 import { checkCsvRows } from './csv-check';
-import type { CsvSpans } from './csv-records';
-import { csvData, type CsvHeader, csvRowOf } from './csv-rows';
 import { DuplicateIds } from './duplicate-ids';
 import { validateSize } from './import-all';
 import { advanceImport, bulkInsertItems, checkStorableId, copyAdvancing, copyTransaction, lockImport, readImport, validateBatch } from './import-store';
@@ -19,7 +17,7 @@ import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
 import { Preload, type Preloaded, worthPreloading } from './preload';
 import { ChunkInFlight, type ChunkOrder } from './chunk-in-flight';
-import { ChunkRows, type TakenRows } from './chunk-rows';
+import { ChunkRows, fillChunks, type TakenRows } from './chunk-rows';
 import { gunzipped } from './records/record-readers';
 import { importRecords, type RecordsOptions, type RowError, validateRecordsOptions } from './records/import-records';
 
@@ -134,7 +132,9 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   const rowHandler = handler as ImportFileOptions['handler'];
   if (signal?.aborted) return storedState(db, batch);
   // The built-in table on a connection of the import's own: pass 2 begins beside pass 1 (Preload).
-  const preload = !handler && bulkPathOf(db) && holdsConnection(db) && (await worthPreloading(path)) ? await Preload.open(dataSourceOf(db), batch, size) : null;
+  // The built-in table takes the dialect's bulk path where it has one: rows go straight to binary COPY.
+  const bulk = !handler && bulkPathOf(db);
+  const preload = bulk && holdsConnection(db) && (await worthPreloading(path)) ? await Preload.open(dataSourceOf(db), batch, size) : null;
   preload?.start(path, format, gzip, record);
   let total: number | null;
   try {
@@ -162,8 +162,6 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   if (preloaded) onProgress?.(progressSince(startedAt, { name: batch, batches, items: rows, total, bytes: preloaded.bytes, totalBytes: record.bytes }));
   if (result.nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return result;
-  // The built-in table takes the dialect's bulk path where it has one: rows go straight to binary COPY.
-  const bulk = !handler && bulkPathOf(db);
   const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;
   // A pipelined committer has two chunks in flight: the COPY rows stay valid until two more chunks are taken.
   const depth = committer?.pipelined ? 2 : 1;
@@ -209,27 +207,8 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   try {
     // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
     const blocks = decoded(verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read), reuseBuffer: format === 'csv' && !gzip }), gzip);
-    if (format === 'csv' && chunk.copying) {
-      for await (const { spans, from, index, header } of unchanged(csvData(blocks), batch, record)) {
-        for (let r = from; r < spans.count; r++) {
-          const at = index + r - from;
-          if (at < result.nextIndex) continue;
-          chunk.addCsv(spans, r, header, at);
-          if (full(at) && !(await submit())) return stopped();
-        }
-      }
-    } else {
-      let at = 0;
-      for await (const rows of unchanged(readRows(format, blocks), batch, record)) {
-        for (const row of rows) {
-          if (at >= result.nextIndex) {
-            chunk.add(row, at);
-            if (full(at) && !(await submit())) return stopped();
-          }
-          at++;
-        }
-      }
-    }
+    const changed = <T>(items: AsyncGenerator<T>) => unchanged(items, batch, record);
+    if (!(await fillChunks(format, blocks, chunk, () => result.nextIndex, full, submit, changed))) return stopped();
     if (chunk.count > 0) await submit();
     await inFlight.settle();
   } catch (error) {

@@ -3,10 +3,9 @@ import type { DataSource, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError } from '../core/errors';
 import { dialectOf } from '../dialect';
 import { beginIn } from './begin';
-import { ChunkRows } from './chunk-rows';
-import { csvData } from './csv-rows';
+import { ChunkRows, fillChunks } from './chunk-rows';
 import { advanceImport, ITEM_COLUMNS, ITEMS, readImport, rollbackQuietly } from './import-store';
-import { type ImportFormat, readRows } from './read-rows';
+import type { ImportFormat } from './read-rows';
 import { gunzipped } from './records/record-readers';
 import { recordingEnd, type SourceRecord, verifiedBlocks } from './source-blocks';
 
@@ -112,27 +111,8 @@ export class Preload {
       await this.send(chunk);
       return !this.stopping && !this.failed;
     };
-    let at = 0;
-    if (format === 'csv') {
-      for await (const { spans, from, index, header } of csvData(blocks)) {
-        for (let r = from; r < spans.count; r++) {
-          at = index + r - from;
-          if (at < this.from) continue;
-          chunk.addCsv(spans, r, header, at);
-          if ((at + 1 - this.from) % this.size === 0 && !(await chunkEnded())) return;
-        }
-      }
-    } else {
-      for await (const rows of readRows(format, blocks)) {
-        for (const row of rows) {
-          if (at >= this.from) {
-            chunk.add(row, at);
-            if ((at + 1 - this.from) % this.size === 0 && !(await chunkEnded())) return;
-          }
-          at++;
-        }
-      }
-    }
+    const chunkEnds = (at: number) => (at + 1 - this.from) % this.size === 0;
+    if (!(await fillChunks(format, blocks, chunk, () => this.from, chunkEnds, chunkEnded))) return;
     // The end of the file before pass 1's: once pass 1 has accepted all of it (or not), its last rows too.
     await recordingEnd(record);
     await this.send(chunk);
