@@ -154,4 +154,54 @@ describe(`CLI records mode (${DRIVER})`, () => {
     const list = await cli(['list', '--db', database.url]);
     expect(list.stdout.find((line) => line.startsWith('stock'))).to.match(new RegExp(`^stock +yes +6000/6000 rows \\(100\\.0%\\) +${6000 - invalid.length} +0 +${invalid.length} `));
   });
+  it('--delimiter, --columns and --null read a headerless file; --conflict error / skip / update against an existing row', async () => {
+    const file = join(dir, 'parts.txt');
+    writeFileSync(file, 'p1;5;NA\np2;6;\np3;7;"semi;colon"\n');
+    await database.ds.query('CREATE TABLE parts (code VARCHAR(20) PRIMARY KEY, qty INTEGER NOT NULL, note VARCHAR(40) NULL)');
+    await database.ds.query(sql('INSERT INTO parts (code, qty, note) VALUES (?, ?, ?)'), ['p1', 999, 'old']);
+    const parts = async () =>
+      ((await database.ds.query('SELECT code, qty, note FROM parts ORDER BY code')) as { code: string; qty: number | string; note: string | null }[]).map(
+        (row) => [row.code, Number(row.qty), row.note],
+      );
+    const args = (batch: string, ...more: string[]) =>
+      ['import', file, '--batch', batch, '--into', 'parts', '--format', 'csv', '--delimiter', ';', '--columns', 'code,qty,note', '--null', 'NA', ...more, '--db', database.url];
+
+    const refused = await cliJson(args('parts-error'));
+    expect(refused.code).to.equal(2);
+    expect(refused.json).to.include({ ok: false, code: 'INVALID_INPUT', index: 0, field: 'code' });
+    expect(await parts()).to.deep.equal([['p1', 999, 'old']]);
+
+    const skipped = await cliJson(args('parts-skip', '--conflict', 'skip'));
+    expect(skipped.json, skipped.stderr).to.include({ ok: true, done: true, nextIndex: 3 });
+    // NA is NULL; with --null given, the empty field is the empty string; the quoted delimiter is text.
+    expect(await parts()).to.deep.equal([['p1', 999, 'old'], ['p2', 6, ''], ['p3', 7, 'semi;colon']]);
+
+    const updated = await cliJson(args('parts-update', '--conflict', 'update'));
+    expect(updated.json, updated.stderr).to.include({ ok: true, done: true, nextIndex: 3 });
+    expect(await parts()).to.deep.equal([['p1', 5, null], ['p2', 6, ''], ['p3', 7, 'semi;colon']]);
+  });
+
+  it('--key finds a repeated key; --max-invalid bounds the rows --skip-invalid may leave out (tab-delimited)', async () => {
+    const file = join(dir, 'keyed.tsv');
+    writeFileSync(file, 'code\tqty\na1\t1\na2\t2\na1\t3\na3\t4\na2\t5\n');
+    await database.ds.query('CREATE TABLE keyed (code VARCHAR(20) NOT NULL, qty INTEGER NOT NULL)');
+    const args = (batch: string, ...more: string[]) => ['import', file, '--batch', batch, '--into', 'keyed', '--format', 'csv', '--delimiter', '\\t', '--key', 'code', ...more, '--db', database.url];
+    const stored = async () =>
+      ((await database.ds.query('SELECT code, qty FROM keyed ORDER BY code')) as { code: string; qty: number | string }[]).map((row) => [row.code, Number(row.qty)]);
+
+    const repeated = await cliJson(args('keyed-reject'));
+    expect(repeated.code).to.equal(2);
+    expect(repeated.json).to.include({ ok: false, code: 'INVALID_INPUT', index: 2, field: 'code' });
+    const tooMany = await cliJson(args('keyed-max1', '--skip-invalid', '--max-invalid', '1'));
+    expect(tooMany.code).to.equal(2);
+    // The first invalid row past the limit: the second repeat.
+    expect(tooMany.json).to.include({ ok: false, code: 'INVALID_INPUT', index: 4, field: 'code' });
+    expect(await stored()).to.deep.equal([]);
+
+    const kept = await cliJson(args('keyed-max2', '--skip-invalid', '--max-invalid', '2'));
+    expect(kept.json, kept.stderr).to.include({ ok: true, done: true, nextIndex: 5, rows: 3, invalid: 2, skipped: 0 });
+    expect(await stored()).to.deep.equal([['a1', 1], ['a2', 2], ['a3', 4]]);
+    const rejects = await cliJson(['rejects', 'keyed-max2', '--db', database.url]);
+    expect(rejects.json.rejects.map((r: { index: number }) => r.index)).to.deep.equal([2, 4]);
+  });
 });
