@@ -209,7 +209,7 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     const bytes = await wideRows('wide_bytes');
     expect(bytes).to.have.length(300);
     expect(bytes).to.deep.equal(await wideRows('wide_map'));
-    // 5 chunks, each one COPY (its rows in statements of 125 rows at most, logged once).
+    // 5 chunks, each one COPY (its rows in statements of 250 rows at most, logged once).
     if (DRIVER === 'postgres') expect(copies.map((sql) => /\(FORMAT binary\)$/.test(sql))).to.deep.equal([true, true, true, true, true]);
   });
 
