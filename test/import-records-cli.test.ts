@@ -154,6 +154,7 @@ describe(`CLI records mode (${DRIVER})`, () => {
     const list = await cli(['list', '--db', database.url]);
     expect(list.stdout.find((line) => line.startsWith('stock'))).to.match(new RegExp(`^stock +yes +6000/6000 rows \\(100\\.0%\\) +${6000 - invalid.length} +0 +${invalid.length} `));
   });
+
   it('--delimiter, --columns and --null read a headerless file; --conflict error / skip / update against an existing row', async () => {
     const file = join(dir, 'parts.txt');
     writeFileSync(file, 'p1;5;NA\np2;6;\np3;7;"semi;colon"\n');
