@@ -41,8 +41,12 @@ export function startChild(script: string, args: string[] = [], env: Record<stri
     }
   });
   child.stdin?.on('error', () => undefined); // a child that exits before reading its stdin is not a test failure
+  let closed = false;
+  // 'close', not 'exit': 'exit' may come before the last of the child's stdout is read, and a line
+  // the child did print must not be reported as missing.
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => {
+    child.on('close', (code, signal) => {
+      closed = true;
       for (const waiter of waiters.splice(0)) {
         waiter.reject(new Error(`child ${script} exited (${code ?? signal}) before the expected line; stderr:\n${stderr}`));
       }
@@ -60,7 +64,7 @@ export function startChild(script: string, args: string[] = [], env: Record<stri
     waitForLine(match) {
       const seen = lines.find(match);
       if (seen !== undefined) return Promise.resolve(seen);
-      if (child.exitCode !== null || child.signalCode !== null) {
+      if (closed) {
         return Promise.reject(new Error(`child ${script} already exited; stderr:\n${stderr}`));
       }
       return new Promise((resolve, reject) => waiters.push({ match, resolve, reject }));
