@@ -7,8 +7,9 @@
 //   none <db url>      registers nothing (the API is installed: the library loads it and finds
 //                      no SDK)
 // Each "run" line copies the database's (SQLite or PostgreSQL) bench_source into bench_target with
-// eachBatch (50,000 rows in batches of 1,000) and prints "<CPU ms> <wall ms>" of the eachBatch call: the process's CPU
-// time (every thread's: the SDK's timers and garbage collection included) and the wall time.
+// eachBatch (50,000 rows in batches of 1,000) and prints "<CPU ms> <wall ms>" of the eachBatch
+// call: the process's CPU time (every thread's: the SDK's timers and garbage collection included;
+// on PostgreSQL the parent adds the backends') and the wall time.
 // The run's preparation (resetting the job, emptying the target) is not timed.
 import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
