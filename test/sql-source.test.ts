@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { Column, Entity, PrimaryColumn } from 'typeorm';
-import { eachBatch, type Json, sqlSource } from '../src';
+import { type BeforeQueryEvent, Column, DataSource, Entity, type EntitySubscriberInterface, type Logger, PrimaryColumn, type QueryRunner } from 'typeorm';
+import { checkpointEntities, dataSourceOptionsFromUrl, eachBatch, type Json, sqlSource } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
 import { expectCode } from './support/expect-code';
 import { SqlLog } from './support/sql-log';
@@ -58,6 +58,52 @@ describe('sqlSource', () => {
       expect(q.sql).to.match(/ORDER BY/i);
     }
     expect(Object.getPrototypeOf(items[0])).to.equal(Object.prototype);
+  });
+
+  it('reads its pages on better-sqlite3 as arrays made into rows; through TypeORM elsewhere and where a query subscriber listens', async () => {
+    // TypeORM's runners hand the logger themselves; the library's own read path (dialect readRows) does not.
+    const isPage = (query: string) => /FROM [`"]?src[`"]? /.test(query) && /ORDER BY/.test(query);
+    const pages: { viaTypeorm: boolean }[] = [];
+    const logger: Logger = {
+      logQuery: (query: string, _parameters?: unknown[], runner?: QueryRunner) => {
+        if (isPage(query)) pages.push({ viaTypeorm: runner !== undefined });
+      },
+      logQueryError: () => undefined,
+      logQuerySlow: () => undefined,
+      logSchemaBuild: () => undefined,
+      logMigration: () => undefined,
+      log: () => undefined,
+    };
+    const seen: string[] = [];
+    class QueryWatcher implements EntitySubscriberInterface {
+      beforeQuery(event: BeforeQueryEvent): void {
+        if (isPage(event.query)) seen.push(event.query);
+      }
+    }
+    const run = async (watched: boolean) => {
+      const ds = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: checkpointEntities, logger, logging: true });
+      await ds.initialize();
+      if (watched) ds.subscribers.push(new QueryWatcher());
+      pages.length = 0;
+      seen.length = 0;
+      const items: Record<string, unknown>[] = [];
+      try {
+        await eachBatch(ds, `read-path-${watched}`, await sqlSource(ds, 'src', 'id'), 5, (batch) => void items.push(...batch));
+      } finally {
+        await ds.destroy();
+      }
+      return items;
+    };
+    const direct = await run(false);
+    expect(pages.length).to.be.at.least(Math.ceil(ids.length / 5));
+    const betterSqlite = db.ds.options.type === 'better-sqlite3';
+    expect(pages.every((page) => page.viaTypeorm === !betterSqlite)).to.equal(true);
+    expect(direct.map((row) => row.id)).to.deep.equal([...ids].sort((a, b) => a - b));
+
+    const throughTypeorm = await run(true);
+    expect(pages.every((page) => page.viaTypeorm)).to.equal(true);
+    expect(seen).to.have.length(pages.length).and.not.be.empty;
+    expect(throughTypeorm).to.deep.equal(direct);
   });
 
   it('never visits rows whose key is NULL', async () => {
