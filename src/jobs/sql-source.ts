@@ -187,7 +187,7 @@ export async function sqlSource(
       const parameters = [...condition.values, ...bindKeys(bindings, afterValues, upToValues), limit];
       // better-sqlite3 has one connection, the transaction's: its rows are read as arrays and made
       // into objects here, cheaper than its C++ API builds them (dialect readRows); elsewhere TypeORM's query.
-      rows = dialect.readRows?.(dataSource, text, parameters) ?? ((await tx.query(text, parameters)) as Record<string, unknown>[]);
+      rows = dialect.readRows?.(dataSourceOf(tx), text, parameters) ?? ((await tx.query(text, parameters)) as Record<string, unknown>[]);
     } catch (error) {
       throw ownStatementError(error, `reading the next rows of table "${ref.name}"`);
     }
