@@ -1,20 +1,21 @@
 // The dashboard with 100,000 files and 10,000 jobs: each page's server time against the same
 // page's SQL run bare (target ≤ 2×), EXPLAIN of every page statement on PostgreSQL (no Seq Scan of
 // file_checkpoints), and eachBatch with the OpenTelemetry SDK and a no-op exporter (≤ 1.05×).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, createServer, get as httpGet, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { DataSource } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { createDashboard } from '../src';
 import { urlHash } from '../src/claims/database-claim-store';
 import { SqlLog } from '../test/support/sql-log';
-import { type BenchDatabase, type BenchDriver, createBenchDatabase, POSTGRES_ADMIN_URL } from './bench-database';
+import { type BenchDatabase, type BenchDriver, createBenchDatabase } from './bench-database';
 import { type BenchResult, result } from './bench-result';
 import { compileForNode } from './compile';
 import { type LineChild, startLineChild } from './line-child';
+import { backendPids, cpuNsOf } from './process-cpu';
 import { median, type Pair, sideBySide } from './timing';
 
 export interface DashboardBenchOptions {
@@ -254,20 +255,6 @@ async function telemetryDatabase(driver: BenchDriver, label: string): Promise<Be
   return database;
 }
 
-/** CPU ns of the PostgreSQL backends serving database `name` (/proc/<pid>/schedstat: nanoseconds, where /proc's stat counts 10 ms ticks). */
-async function backendCpuNs(admin: DataSource, name: string): Promise<number> {
-  const rows = (await admin.query("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'", [name])) as { pid: number }[];
-  let ns = 0;
-  for (const { pid } of rows) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // A backend that ended meanwhile: its time is gone with it, on both sides alike.
-    }
-  }
-  return ns;
-}
-
 /**
  * eachBatch copying 50,000 rows in batches of 1,000 (sqlSource + one multi-row INSERT per batch,
  * the each-batch section's workload) with the SDK registered (BatchSpanProcessor and a periodic
@@ -287,10 +274,10 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
   const dir = mkdtempSync(join(tmpdir(), 'ck-bench-telemetry-'));
   const databases: BenchDatabase[] = [];
   const workers: LineChild[] = [];
-  // PostgreSQL does half the copy in its backends: their CPU counts with the Node process's, as SQLite's does in-process.
-  const admin = driver === 'postgres' ? new DataSource({ type: 'postgres', url: POSTGRES_ADMIN_URL }) : undefined;
+  // PostgreSQL does half the copy in its backends: their CPU counts with the Node process's, as
+  // SQLite's does in-process. A connection of the parent's to each side's database finds them.
+  const watchers: DataSource[] = [];
   try {
-    await admin?.initialize();
     options.log('  compiling the library with swc…');
     // Plain Node on the swc output, as an application runs compiled code (no ts-node in the measured processes).
     compileForNode(join(dir, 'build'), ['bench/workers/telemetry-worker.ts', 'bench/workers/worker-protocol.ts']);
@@ -300,12 +287,14 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
       databases.push(database);
       // The compiled library lives in a temp dir: its requires resolve against the repo's node_modules.
       workers.push(await startLineChild([script, mode, database.url], { NODE_PATH: join(__dirname, '..', 'node_modules') }));
+      if (driver === 'postgres') watchers.push(await database.open());
     }
+    const backendNs = async (w: number) => (watchers[w] ? cpuNsOf(await backendPids(watchers[w])) : 0);
     const wall = { candidate: [] as number[], baseline: [] as number[] };
     const run = async (w: number, wallSamples: number[]) => {
-      const backendBefore = admin ? await backendCpuNs(admin, databases[w].name) : 0;
+      const backendBefore = await backendNs(w);
       const [cpuMs, wallMs] = (await workers[w].ask('run')).split(' ').map(Number);
-      const backendMs = admin ? ((await backendCpuNs(admin, databases[w].name)) - backendBefore) / 1e6 : 0;
+      const backendMs = ((await backendNs(w)) - backendBefore) / 1e6;
       wallSamples.push(wallMs);
       return cpuMs + backendMs;
     };
@@ -330,8 +319,8 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
     ];
   } finally {
     for (const worker of workers) await worker.close();
+    for (const watcher of watchers) await watcher.destroy();
     for (const database of databases) await database.drop();
-    await admin?.destroy();
     rmSync(dir, { recursive: true, force: true });
   }
 }
