@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { type BeforeQueryEvent, Column, DataSource, Entity, type EntitySubscriberInterface, type Logger, PrimaryColumn, type QueryRunner } from 'typeorm';
+import { type BeforeQueryEvent, Column, DataSource, Entity, type EntitySubscriberInterface, PrimaryColumn } from 'typeorm';
 import { checkpointEntities, dataSourceOptionsFromUrl, eachBatch, type Json, sqlSource } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
 import { expectCode } from './support/expect-code';
@@ -61,19 +61,9 @@ describe('sqlSource', () => {
   });
 
   it('reads its pages on better-sqlite3 as arrays made into rows; through TypeORM elsewhere and where a query subscriber listens', async () => {
-    // TypeORM's runners hand the logger themselves; the library's own read path (dialect readRows) does not.
     const isPage = (query: string) => /FROM [`"]?src[`"]? /.test(query) && /ORDER BY/.test(query);
-    const pages: { viaTypeorm: boolean }[] = [];
-    const logger: Logger = {
-      logQuery: (query: string, _parameters?: unknown[], runner?: QueryRunner) => {
-        if (isPage(query)) pages.push({ viaTypeorm: runner !== undefined });
-      },
-      logQueryError: () => undefined,
-      logQuerySlow: () => undefined,
-      logSchemaBuild: () => undefined,
-      logMigration: () => undefined,
-      log: () => undefined,
-    };
+    const pageLog = new SqlLog();
+    const pages = () => pageLog.queries.filter((query) => isPage(query.sql));
     const seen: string[] = [];
     class QueryWatcher implements EntitySubscriberInterface {
       beforeQuery(event: BeforeQueryEvent): void {
@@ -81,10 +71,10 @@ describe('sqlSource', () => {
       }
     }
     const run = async (watched: boolean) => {
-      const ds = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: checkpointEntities, logger, logging: true });
+      const ds = new DataSource({ ...dataSourceOptionsFromUrl(db.url), entities: checkpointEntities, logger: pageLog, logging: true });
       await ds.initialize();
       if (watched) ds.subscribers.push(new QueryWatcher());
-      pages.length = 0;
+      pageLog.clear();
       seen.length = 0;
       const items: Record<string, unknown>[] = [];
       try {
@@ -95,14 +85,14 @@ describe('sqlSource', () => {
       return items;
     };
     const direct = await run(false);
-    expect(pages.length).to.be.at.least(Math.ceil(ids.length / 5));
+    expect(pages().length).to.be.at.least(Math.ceil(ids.length / 5));
     const betterSqlite = db.ds.options.type === 'better-sqlite3';
-    expect(pages.every((page) => page.viaTypeorm === !betterSqlite)).to.equal(true);
+    expect(pages().every((page) => page.viaRunner === !betterSqlite)).to.equal(true);
     expect(direct.map((row) => row.id)).to.deep.equal([...ids].sort((a, b) => a - b));
 
     const throughTypeorm = await run(true);
-    expect(pages.every((page) => page.viaTypeorm)).to.equal(true);
-    expect(seen).to.have.length(pages.length).and.not.be.empty;
+    expect(pages().every((page) => page.viaRunner)).to.equal(true);
+    expect(seen).to.have.length(pages().length).and.not.be.empty;
     expect(throughTypeorm).to.deep.equal(direct);
   });
 
