@@ -92,6 +92,71 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     expect(await sum('checkpoint.duration', { 'checkpoint.operation': 'batch', 'checkpoint.outcome': 'committed' })).to.equal(3);
   });
 
+  it('batch spans go to the SDK in groups, with their own start and end: 64 at a time, a second after the first, at a metric collection, and when the loop ends', async () => {
+    const ms = (time: [number, number]) => time[0] * 1000 + time[1] / 1e6;
+    const exported = () => named('checkpoint.batch').map((span) => span.attributes['checkpoint.index']);
+    const pages = (count: number) => (cursor: unknown) => {
+      const from = cursor === null ? 0 : Number(cursor);
+      return { items: [from], next: from + 1 < count ? from + 1 : null };
+    };
+    // While the loop runs, the batches before are not exported yet: nothing needed their spans.
+    const seen: unknown[][] = [];
+    const times: [number, number][] = [];
+    await eachBatch(db.ds, 'telemetry-deferred', pages(3), 1, async (items) => {
+      const started = Date.now();
+      seen.push(exported());
+      // The active span takes what the handler gives it, before and after the SDK's span exists.
+      if (items[0] === 1) trace.getActiveSpan()!.setAttribute('test.before', 1).addEvent('marked').setAttribute('test.after', 2);
+      await Promise.resolve();
+      times.push([started, Date.now()]);
+    });
+    expect(seen).to.deep.equal([[], [], []]);
+    const batches = named('checkpoint.batch');
+    expect(batches.map((span) => span.attributes['checkpoint.index'])).to.deep.equal([0, 1, 2]);
+    expect(batches.map((span) => [span.attributes['test.before'], span.attributes['test.after'], span.events.map((event) => event.name)])).to.deep.equal([
+      [undefined, undefined, []],
+      [1, 2, ['marked']],
+      [undefined, undefined, []],
+    ]);
+    batches.forEach((span, i) => {
+      expect(ms(span.startTime)).to.be.at.most(times[i][0]);
+      expect(ms(span.endTime)).to.be.at.least(times[i][1] - 1);
+      if (i > 0) expect(ms(span.startTime)).to.be.at.least(ms(batches[i - 1].endTime) - 1);
+    });
+
+    // 64 ended spans go at once, while the loop runs.
+    spans.reset();
+    const at64: unknown[] = [];
+    await eachBatch(db.ds, 'telemetry-deferred-64', pages(66), 1, async (items) => {
+      if (items[0] === 64) at64.push(...exported());
+    });
+    expect(at64).to.deep.equal(Array.from({ length: 64 }, (_, i) => i));
+    expect(exported()).to.have.length(66);
+
+    // A metric collection hands the ended spans over first, their durations with them.
+    spans.reset();
+    await reader.forceFlush();
+    metricExporter.reset();
+    const collected: number[] = [];
+    await eachBatch(db.ds, 'telemetry-deferred-collect', pages(3), 1, async (items) => {
+      if (items[0] !== 2) return;
+      collected.push(await sum('checkpoint.duration', { 'checkpoint.operation': 'batch', 'checkpoint.outcome': 'committed' }), exported().length);
+    });
+    expect(collected).to.deep.equal([2, 2]);
+
+    // A span that ends a second or more after the first waiting one ended takes them all along.
+    spans.reset();
+    const later: unknown[][] = [];
+    let firstEnded = 0;
+    await eachBatch(db.ds, 'telemetry-deferred-second', pages(4), 1, async (items) => {
+      later.push(exported());
+      if (items[0] === 0) firstEnded = Date.now();
+      // The clock is what this bound is about: batch 2 ends a second after batch 0 did.
+      if (items[0] === 2) await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstEnded + 1_100 - Date.now())));
+    });
+    expect(later).to.deep.equal([[], [], [], [0, 1, 2]]);
+  });
+
   it('a failing batch: span status ERROR with the error code, a failure counted, the error unchanged', async () => {
     const boom = new Error('handler failed');
     expect(await rejection(eachBatch(db.ds, 'telemetry-failing-job', () => ({ items: [1], next: null }), 1, () => Promise.reject(boom)))).to.equal(boom);

@@ -1,4 +1,5 @@
 import type * as OpenTelemetry from '@opentelemetry/api';
+import { DeferredSpan, flushDeferredSpans } from './deferred-span';
 
 /**
  * OpenTelemetry through `@opentelemetry/api` only (an optional peer; never the SDK): a tracer and
@@ -91,6 +92,8 @@ function totalsOf(meter: OpenTelemetry.Meter): Totals {
     const items = meter.createObservableCounter('checkpoint.items', { description: 'Items committed (batch items, import rows, file rows persisted)', unit: '{item}' });
     const batches = meter.createObservableCounter('checkpoint.batches', { description: 'Batches and import chunks committed', unit: '{batch}' });
     meter.addBatchObservableCallback((result) => {
+      // Durations of deferred spans are recorded when they are flushed: before this collection.
+      flushDeferredSpans();
       for (const [operation, total] of counted) {
         if (total.items > 0) result.observe(items, total.items, metricAttributes(operation));
         if (total.batches > 0) result.observe(batches, total.batches, metricAttributes(operation));
@@ -208,7 +211,23 @@ export function traced<T>(operation: Operation, attributes: Record<string, Attri
   return otel.tracer.startActiveSpan(SPAN_NAMES[operation], { attributes: prefixed(attributes) }, (span) => inSpan(otel, operation, span, fn));
 }
 
-async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTelemetry.Span, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+/**
+ * `traced` for one of the many units a library loop runs in a row (a batch, an import chunk): the
+ * span is a `DeferredSpan`, handed to the SDK in groups. The loop calls `flushSpans` when it ends.
+ */
+export function tracedInLoop<T>(operation: Operation, attributes: Record<string, AttributeValue | undefined>, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+  const otel = current();
+  if (otel === null) return untraced(fn);
+  const { context, trace } = otel.api;
+  const parent = context.active();
+  const span = new DeferredSpan(otel.tracer, SPAN_NAMES[operation], parent, prefixed(attributes));
+  return context.with(trace.setSpan(parent, span), inSpan<T>, undefined, otel, operation, span, fn);
+}
+
+/** Hands the spans of `tracedInLoop` to the SDK: a loop calls it when it ends, however it ends. */
+export { flushDeferredSpans as flushSpans } from './deferred-span';
+
+async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTelemetry.Span | DeferredSpan, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
   const started = performance.now();
   const state = new SpanState();
   const later = state.attributes;
@@ -228,7 +247,9 @@ async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTele
     }
     later['checkpoint.outcome'] = outcome;
     span.setAttributes(later);
-    otel.duration.record(performance.now() - started, DURATION_ATTRIBUTES[operation][outcome]);
+    const ms = performance.now() - started;
+    if (span instanceof DeferredSpan) span.recordDuration(otel.duration, ms, DURATION_ATTRIBUTES[operation][outcome]);
+    else otel.duration.record(ms, DURATION_ATTRIBUTES[operation][outcome]);
     return result;
   } catch (error) {
     const code = errorCode(error);

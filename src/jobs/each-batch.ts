@@ -5,7 +5,7 @@ import { assertKind, insertJob, type JobRow, jobLockAtBegin, jobUpdateAtCommit, 
 import { type Progress, progressSince } from '../core/progress';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
-import { type SpanScope, traced } from '../core/telemetry';
+import { flushSpans, type SpanScope, tracedInLoop } from '../core/telemetry';
 import { dialectOf } from '../dialect';
 
 /** One page of a source; `next === null` marks the last page. */
@@ -177,7 +177,7 @@ export async function eachBatch<T>(
   const startedAt = Date.now();
   try {
     while (!signal?.aborted) {
-      const round = await traced('batch', { job: name }, async (span): Promise<Round> => {
+      const round = await tracedInLoop('batch', { job: name }, async (span): Promise<Round> => {
         if (!lane) return transact(db, (tx) => batch(tx, span, false));
         let outcome;
         try {
@@ -208,6 +208,7 @@ export async function eachBatch<T>(
       if (round.done) return { ...result, done: true };
     }
   } finally {
+    flushSpans();
     // Rolls back a BEGIN sent ahead for a batch that will not run, and gives the connection back.
     await lane?.close();
   }

@@ -5,7 +5,7 @@ import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, keepLeased } from '../claims/lea
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { decodeJson, encodeJson, type Json } from '../core/json';
 import { type Progress, progressSince } from '../core/progress';
-import { type SpanScope, traced } from '../core/telemetry';
+import { flushSpans, type SpanScope, traced, tracedInLoop } from '../core/telemetry';
 import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
 import { dialectOf } from '../dialect';
@@ -240,7 +240,7 @@ export async function eachPartition<T>(
         // The batch's span records the handler's own error; HandlerFailure (which tells it apart
         // from the library's failures below) is put back around it once the span has ended.
         let handlerFailed = false;
-        const round = await traced('batch', { job: name, range: index, index: batchIndex }, async (batchSpan) => {
+        const round = await tracedInLoop('batch', { job: name, range: index, index: batchIndex }, async (batchSpan) => {
           try {
             let ran: Awaited<ReturnType<typeof batch>>;
             if (batchLane) {
@@ -291,6 +291,7 @@ export async function eachPartition<T>(
       }
       throw error;
     } finally {
+      flushSpans();
       heartbeat?.stop();
       await batchLane?.close();
     }
