@@ -23,8 +23,8 @@ export interface DashboardBenchOptions {
   jobs: number;
   warmups: number;
   repeats: number;
-  /** eachBatch rounds with and without the SDK. */
-  telemetryRepeats: number;
+  /** eachBatch rounds with and without the SDK, by database (a SQLite round takes ~0.3 s, a PostgreSQL one ~2 s). */
+  telemetryRepeats: Record<'sqlite' | 'postgres', number>;
   log: (line: string) => void;
 }
 
@@ -302,15 +302,16 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
     // on the CPUs mid-run: the figure with the target is the process's CPU time (all its threads:
     // the SDK's timers and GC included; time waiting for a CPU not), over many interleaved rounds
     // (alternating which goes first), as the median of their ratios. Wall time is printed beside it.
-    const pair = await sideBySide({ warmups: 2, repeats: options.telemetryRepeats, candidate: () => run(0, wall.candidate), baseline: () => run(1, wall.baseline) });
-    const warm = (samples: number[]) => samples.slice(-options.telemetryRepeats);
+    const repeats = options.telemetryRepeats[driver as 'sqlite' | 'postgres'];
+    const pair = await sideBySide({ warmups: 2, repeats, candidate: () => run(0, wall.candidate), baseline: () => run(1, wall.baseline) });
+    const warm = (samples: number[]) => samples.slice(-repeats);
     const wallPair = { candidate: warm(wall.candidate), baseline: warm(wall.baseline) };
     const wallRatio = median(wallPair.candidate.map((ms, i) => ms / wallPair.baseline[i]));
     const quartiles = (a: number[], b: number[]) => {
       const ratios = a.map((ms, i) => ms / b[i]).sort((x, y) => x - y);
       return [0.25, 0.5, 0.75].map((q) => ratios[Math.round(q * (ratios.length - 1))].toFixed(3)).join(' / ');
     };
-    options.log(`  OTel [${driver}], ${options.telemetryRepeats} rounds: CPU-time ratio quartiles ${quartiles(pair.candidateSamples, pair.baselineSamples)}, wall-time ${quartiles(wallPair.candidate, wallPair.baseline)}`);
+    options.log(`  OTel [${driver}], ${repeats} rounds: CPU-time ratio quartiles ${quartiles(pair.candidateSamples, pair.baselineSamples)}, wall-time ${quartiles(wallPair.candidate, wallPair.baseline)}`);
     const name = `eachBatch 50 × 1,000 rows (${driver}) with the OTel SDK + no-op exporters vs without`;
     const cpu = driver === 'postgres' ? 'CPU time (Node + its backends)' : 'CPU time';
     return [

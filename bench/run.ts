@@ -88,7 +88,7 @@ async function main(): Promise<void> {
 
   if (only.includes('dashboard')) {
     log('dashboard…');
-    results.push(...(await dashboardBench(drivers, { files: 100_000, jobs: 10_000, warmups: 8, repeats: full ? 31 : 21, telemetryRepeats: full ? 41 : 31, log })));
+    results.push(...(await dashboardBench(drivers, { files: 100_000, jobs: 10_000, warmups: 8, repeats: full ? 31 : 21, telemetryRepeats: { sqlite: full ? 201 : 151, postgres: full ? 41 : 31 }, log })));
     save();
   }
 

@@ -102,7 +102,8 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     // While the loop runs, the batches before are not exported yet: nothing needed their spans.
     const seen: unknown[][] = [];
     const times: [number, number][] = [];
-    await eachBatch(db.ds, 'telemetry-deferred', pages(3), 1, async (items) => {
+    const caller = trace.getTracer('test').startSpan('caller');
+    const run = () => eachBatch(db.ds, 'telemetry-deferred', pages(3), 1, async (items) => {
       const started = Date.now();
       seen.push(exported());
       // The active span takes what the handler gives it, before and after the SDK's span exists.
@@ -110,9 +111,13 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
       await Promise.resolve();
       times.push([started, Date.now()]);
     });
+    await context.with(trace.setSpan(context.active(), caller), run);
+    caller.end();
     expect(seen).to.deep.equal([[], [], []]);
     const batches = named('checkpoint.batch');
     expect(batches.map((span) => span.attributes['checkpoint.index'])).to.deep.equal([0, 1, 2]);
+    // Siblings under the span the loop was called in.
+    expect(batches.map((span) => span.parentSpanContext?.spanId)).to.deep.equal(Array(3).fill(caller.spanContext().spanId));
     expect(batches.map((span) => [span.attributes['test.before'], span.attributes['test.after'], span.events.map((event) => event.name)])).to.deep.equal([
       [undefined, undefined, []],
       [1, 2, ['marked']],

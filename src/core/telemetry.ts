@@ -212,20 +212,28 @@ export function traced<T>(operation: Operation, attributes: Record<string, Attri
 }
 
 /**
- * `traced` for one of the many units a library loop runs in a row (a batch, an import chunk): the
- * span is a `DeferredSpan`, handed to the SDK in groups. The loop calls `flushSpans` when it ends.
+ * The spans of one library loop's units (its batches, its import chunks): each a `DeferredSpan`,
+ * handed to the SDK in groups. The providers and the parent context are read once, when the loop
+ * starts — its units are siblings under the context it was called in — since between two batches
+ * of in-process work every extra lookup runs cold.
  */
-export function tracedInLoop<T>(operation: Operation, attributes: Record<string, AttributeValue | undefined>, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
-  const otel = current();
-  if (otel === null) return untraced(fn);
-  const { context, trace } = otel.api;
-  const parent = context.active();
-  const span = new DeferredSpan(otel.tracer, SPAN_NAMES[operation], parent, prefixed(attributes));
-  return context.with(trace.setSpan(parent, span), inSpan<T>, undefined, otel, operation, span, fn);
-}
+export class LoopSpans {
+  private readonly otel = current();
+  private readonly parent = this.otel?.api.context.active();
 
-/** Hands the spans of `tracedInLoop` to the SDK: a loop calls it when it ends, however it ends. */
-export { flushDeferredSpans as flushSpans } from './deferred-span';
+  /** `traced` for one unit of the loop. */
+  traced<T>(operation: Operation, attributes: Record<string, AttributeValue | undefined>, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+    const { otel, parent } = this;
+    if (otel === null || parent === undefined) return untraced(fn);
+    const span = new DeferredSpan(otel.tracer, SPAN_NAMES[operation], parent, prefixed(attributes));
+    return otel.api.context.with(otel.api.trace.setSpan(parent, span), inSpan<T>, undefined, otel, operation, span, fn);
+  }
+
+  /** Hands the ended spans to the SDK: the loop calls it when it ends, however it ends. */
+  flush(): void {
+    flushDeferredSpans();
+  }
+}
 
 async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTelemetry.Span | DeferredSpan, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
   const started = performance.now();

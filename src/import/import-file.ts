@@ -3,7 +3,7 @@ import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } fro
 import { progressSince, type Progress } from '../core/progress';
 import { AbandonedPipeline, type CopyRows, dialectOf } from '../dialect';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
-import { flushSpans, traced, tracedInLoop } from '../core/telemetry';
+import { LoopSpans, traced } from '../core/telemetry';
 import { isRetryable } from '../core/database-errors';
 import { cursorMismatch, storedIdClash } from './apply-chunk';
 import { beginIn, fingerprintMismatch } from './begin';
@@ -166,8 +166,9 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   // A pipelined committer has two chunks in flight: the COPY rows stay valid until two more chunks are taken.
   const depth = committer?.pipelined ? 2 : 1;
   const chunk = new ChunkRows(bulk ? Buffer.from(batch) : null, depth);
+  const spans = new LoopSpans();
   const commit = async (taken: TakenRows, order: ChunkOrder) => {
-    const outcome = await tracedInLoop('import.chunk', { job: batch, index: taken.start }, async (span) => {
+    const outcome = await spans.traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
       const committed = taken.copy
         ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, order, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
         : await commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler);
@@ -216,7 +217,7 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
     await inFlight.settle().catch(() => undefined);
     throw error;
   } finally {
-    flushSpans();
+    spans.flush();
     await committer?.close();
   }
   return stopped();

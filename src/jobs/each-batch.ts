@@ -5,7 +5,7 @@ import { assertKind, insertJob, type JobRow, jobLockAtBegin, jobUpdateAtCommit, 
 import { type Progress, progressSince } from '../core/progress';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
-import { flushSpans, type SpanScope, tracedInLoop } from '../core/telemetry';
+import { LoopSpans, type SpanScope } from '../core/telemetry';
 import { dialectOf } from '../dialect';
 
 /** One page of a source; `next === null` marks the last page. */
@@ -175,9 +175,10 @@ export async function eachBatch<T>(
   // MySQL/MariaDB: the same connection, each batch's COMMIT beginning the next (COMMIT AND CHAIN).
   const lane = TransactionLane.fits(db) ? new TransactionLane(() => followed, { giveWay: true }) : undefined;
   const startedAt = Date.now();
+  const spans = new LoopSpans();
   try {
     while (!signal?.aborted) {
-      const round = await tracedInLoop('batch', { job: name }, async (span): Promise<Round> => {
+      const round = await spans.traced('batch', { job: name }, async (span): Promise<Round> => {
         if (!lane) return transact(db, (tx) => batch(tx, span, false));
         let outcome;
         try {
@@ -208,7 +209,7 @@ export async function eachBatch<T>(
       if (round.done) return { ...result, done: true };
     }
   } finally {
-    flushSpans();
+    spans.flush();
     // Rolls back a BEGIN sent ahead for a batch that will not run, and gives the connection back.
     await lane?.close();
   }

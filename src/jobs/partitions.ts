@@ -5,7 +5,7 @@ import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, keepLeased } from '../claims/lea
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { decodeJson, encodeJson, type Json } from '../core/json';
 import { type Progress, progressSince } from '../core/progress';
-import { flushSpans, type SpanScope, traced, tracedInLoop } from '../core/telemetry';
+import { LoopSpans, type SpanScope, traced } from '../core/telemetry';
 import { autocommit, type Db, dataSourceOf, joinsTransaction, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
 import { dialectOf } from '../dialect';
@@ -230,6 +230,8 @@ export async function eachPartition<T>(
       if (finished) await finishJobIfLast(tx, name);
       return { items: page.items.length, finished, next };
     };
+    // Inside the range's span: its batches' parent.
+    const batchSpans = new LoopSpans();
     try {
       for (;;) {
         if (stopping || signal?.aborted) {
@@ -240,7 +242,7 @@ export async function eachPartition<T>(
         // The batch's span records the handler's own error; HandlerFailure (which tells it apart
         // from the library's failures below) is put back around it once the span has ended.
         let handlerFailed = false;
-        const round = await tracedInLoop('batch', { job: name, range: index, index: batchIndex }, async (batchSpan) => {
+        const round = await batchSpans.traced('batch', { job: name, range: index, index: batchIndex }, async (batchSpan) => {
           try {
             let ran: Awaited<ReturnType<typeof batch>>;
             if (batchLane) {
@@ -291,7 +293,7 @@ export async function eachPartition<T>(
       }
       throw error;
     } finally {
-      flushSpans();
+      batchSpans.flush();
       heartbeat?.stop();
       await batchLane?.close();
     }

@@ -2,7 +2,7 @@ import type { EntityManager, EntityTarget, QueryRunner } from 'typeorm';
 import { isRetryable } from '../../core/database-errors';
 import { DatabaseError, FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
 import { progressSince, type Progress } from '../../core/progress';
-import { flushSpans, tracedInLoop } from '../../core/telemetry';
+import { LoopSpans } from '../../core/telemetry';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
 import { AbandonedPipeline, binaryWire, type BoundStatement, CopyBinary, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
 import { cursorMismatch } from '../apply-chunk';
@@ -365,10 +365,11 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   let chunks = 0;
   let chunk = emptyChunk(result.nextIndex);
   let duplicate = 0;
+  const spans = new LoopSpans();
   const commit = async (taken: Chunk, order: ChunkOrder) => {
     const last = taken.start + taken.count >= total;
     // The same span and metrics as a chunk of the lab shape; rows `map` skipped and invalid rows as attributes.
-    const outcome = await tracedInLoop('import.chunk', { job: batch, index: taken.start }, async (span) => {
+    const outcome = await spans.traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
       const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, held, order);
       if (committed?.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
       span.committed(committed?.advanced ? taken.rows.length : 0, committed?.advanced ?? false);
@@ -436,7 +437,7 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
     await inFlight.settle().catch(() => undefined);
     throw error;
   } finally {
-    flushSpans();
+    spans.flush();
     await (runner as QueryRunner | null)?.release();
   }
 }
