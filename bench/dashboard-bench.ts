@@ -255,13 +255,16 @@ async function telemetryDatabase(driver: BenchDriver, label: string): Promise<Be
   return database;
 }
 
+/** Processes a side in the telemetry bench. */
+const TELEMETRY_PAIRS = 3;
+
 /**
  * eachBatch copying 50,000 rows in batches of 1,000 (sqlSource + one multi-row INSERT per batch,
  * the each-batch section's workload) with the SDK registered (BatchSpanProcessor and a periodic
  * metric reader, both with no-op exporters, and the AsyncLocalStorage context manager the Node SDK
  * sets up) vs without any (the API installed, nothing registered).
  *
- * Each side is a process of its own, started once, with its own database (SQLite, and on
+ * Each side is processes of its own (TELEMETRY_PAIRS, taking turns), started once, each with its own database (SQLite, and on
  * PostgreSQL a database of its own, whose backends' CPU is added to the process's) holding the same
  * tables (workers/telemetry-worker.ts): an application registers its SDK once at start-up. Toggling
  * the global SDK on and off in one process before every run made the library's instruments again
@@ -282,8 +285,11 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
     // Plain Node on the swc output, as an application runs compiled code (no ts-node in the measured processes).
     compileForNode(join(dir, 'build'), ['bench/workers/telemetry-worker.ts', 'bench/workers/worker-protocol.ts']);
     const script = join(dir, 'build', 'bench', 'workers', 'telemetry-worker.js');
-    for (const mode of ['sdk', 'none']) {
-      const database = await telemetryDatabase(driver, `telemetry_${mode}`);
+    // Several processes a side, taking turns round by round: one process's own speed (its heap's
+    // and code's layout) moved a single pair's ratio by 1–4 %.
+    const modes = Array.from({ length: TELEMETRY_PAIRS }, (_, pair) => [`sdk`, `none`].map((mode) => [mode, pair] as const)).flat();
+    for (const [mode, pair] of modes) {
+      const database = await telemetryDatabase(driver, `telemetry_${mode}_${pair}`);
       databases.push(database);
       // The compiled library lives in a temp dir: its requires resolve against the repo's node_modules.
       workers.push(await startLineChild([script, mode, database.url], { NODE_PATH: join(__dirname, '..', 'node_modules') }));
@@ -303,7 +309,12 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
     // the SDK's timers and GC included; time waiting for a CPU not), over many interleaved rounds
     // (alternating which goes first), as the median of their ratios. Wall time is printed beside it.
     const repeats = options.telemetryRepeats[driver as 'sqlite' | 'postgres'];
-    const pair = await sideBySide({ warmups: 2, repeats, candidate: () => run(0, wall.candidate), baseline: () => run(1, wall.baseline) });
+    // Round r runs pair r % TELEMETRY_PAIRS (its sdk process is worker 2p, its none process 2p + 1);
+    // each side is called once a round, in either order.
+    const calls = { candidate: 0, baseline: 0 };
+    const candidate = () => run(2 * (calls.candidate++ % TELEMETRY_PAIRS), wall.candidate);
+    const baseline = () => run(2 * (calls.baseline++ % TELEMETRY_PAIRS) + 1, wall.baseline);
+    const pair = await sideBySide({ warmups: 2 * TELEMETRY_PAIRS, repeats, candidate, baseline });
     const warm = (samples: number[]) => samples.slice(-repeats);
     const wallPair = { candidate: warm(wall.candidate), baseline: warm(wall.baseline) };
     const wallRatio = median(wallPair.candidate.map((ms, i) => ms / wallPair.baseline[i]));
