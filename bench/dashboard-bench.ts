@@ -264,8 +264,9 @@ const TELEMETRY_PAIRS = 3;
  * metric reader, both with no-op exporters, and the AsyncLocalStorage context manager the Node SDK
  * sets up) vs without any (the API installed, nothing registered).
  *
- * Each side is processes of its own (TELEMETRY_PAIRS, taking turns), started once, each with its own database (SQLite, and on
- * PostgreSQL a database of its own, whose backends' CPU is added to the process's) holding the same
+ * Each side is TELEMETRY_PAIRS processes of its own, the pairs taking turns round by round, each
+ * started once with its own database (SQLite, and on PostgreSQL a database of its own, whose
+ * backends' CPU is added to the process's) holding the same
  * tables (workers/telemetry-worker.ts): an application registers its SDK once at start-up. Toggling
  * the global SDK on and off in one process before every run made the library's instruments again
  * and installed a new context manager each time, so the SDK side always ran cold code — a cost no
