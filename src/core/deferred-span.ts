@@ -5,7 +5,7 @@ import type * as OpenTelemetry from '@opentelemetry/api';
  * the SDK later, in groups.
  *
  * Between two batches of in-process work (SQLite) the SDK's span code runs cold: its start and end
- * cost ~50 µs a batch where a tight loop of the same spans costs ~2 µs each. So the span active
+ * cost ~100 µs a batch where a tight loop of the same spans costs ~2 µs each. So the span active
  * during the batch is this stand-in, and the SDK's span is started — with the batch's start time —
  * only when something needs it: a span started inside the batch (its parent), context propagation
  * or anything else that reads `spanContext()`, `isRecording()`, an event, a status. Otherwise it
