@@ -288,7 +288,7 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
     const script = join(dir, 'build', 'bench', 'workers', 'telemetry-worker.js');
     // Several processes a side, taking turns round by round: one process's own speed (its heap's
     // and code's layout) moved a single pair's ratio by 1–4 %.
-    const modes = Array.from({ length: TELEMETRY_PAIRS }, (_, pair) => [`sdk`, `none`].map((mode) => [mode, pair] as const)).flat();
+    const modes = Array.from({ length: TELEMETRY_PAIRS }, (_, pair) => ['sdk', 'none'].map((mode) => [mode, pair] as const)).flat();
     for (const [mode, pair] of modes) {
       const database = await telemetryDatabase(driver, `telemetry_${mode}_${pair}`);
       databases.push(database);
