@@ -255,9 +255,7 @@ async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTele
     }
     later['checkpoint.outcome'] = outcome;
     span.setAttributes(later);
-    const ms = performance.now() - started;
-    if (span instanceof DeferredSpan) span.recordDuration(otel.duration, ms, DURATION_ATTRIBUTES[operation][outcome]);
-    else otel.duration.record(ms, DURATION_ATTRIBUTES[operation][outcome]);
+    recordDuration(otel, span, performance.now() - started, DURATION_ATTRIBUTES[operation][outcome]);
     return result;
   } catch (error) {
     const code = errorCode(error);
@@ -268,9 +266,15 @@ async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTele
     span.recordException(error instanceof Error ? error : String(error));
     span.setStatus({ code: otel.api.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
     otel.failures.add(1, metricAttributes(operation, ['checkpoint.error_code', code]));
-    otel.duration.record(performance.now() - started, DURATION_ATTRIBUTES[operation].failed);
+    recordDuration(otel, span, performance.now() - started, DURATION_ATTRIBUTES[operation].failed);
     throw error;
   } finally {
     span.end();
   }
+}
+
+/** Records a span's duration in `checkpoint.duration`: a deferred span's when it is handed to the SDK, with its span. */
+function recordDuration(otel: Instruments, span: OpenTelemetry.Span | DeferredSpan, ms: number, attributes: Record<string, AttributeValue>): void {
+  if (span instanceof DeferredSpan) span.recordDuration(otel.duration, ms, attributes);
+  else otel.duration.record(ms, attributes);
 }
