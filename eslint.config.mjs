@@ -1,7 +1,9 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'examples/**/node_modules/**', '**/*.js', '**/*.mjs', '.scratch/**'] },
+  {
+    ignores: ['dist/**', 'node_modules/**', 'examples/**/node_modules/**', '**/*.js', '**/*.mjs', '.scratch/**', '.tmp/**', 'docs/api/**'],
+  },
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.base],

@@ -13,6 +13,21 @@ export interface BenchResult {
   ratio: number | null;
   target: string | null;
   ok: boolean | null;
+  /**
+   * Set when this run's sizes do not judge the target: `ok` is null and the figure is indicative.
+   * Workers and partitions are judged warm at `--full` sizes only (a worker runs for hours).
+   */
+  judgedAt?: '--full';
+}
+
+/** The rows of a section judged at `--full` only, as a run at default sizes reports them: indicative, not ok or MISS. */
+export function judgedAtFull(results: BenchResult[]): BenchResult[] {
+  return results.map((r) => (r.target === null ? r : { ...r, ok: null, judgedAt: '--full' }));
+}
+
+function verdict(r: BenchResult): string {
+  if (r.judgedAt !== undefined) return `judged at ${r.judgedAt}`;
+  return r.ok === null ? '' : r.ok ? 'ok' : 'MISS';
 }
 
 export type Target = { max: number } | { min: number } | null;
@@ -30,7 +45,15 @@ export function result(
   const checked = on === 'ratio' ? ratio : value;
   const suffix = on === 'ratio' ? '×' : ` ${unit}`;
   if (target === null || checked === null || !Number.isFinite(checked)) {
-    return { name, value, unit, baseline, ratio, target: target === null ? null : describe(target, suffix), ok: target === null ? null : false };
+    return {
+      name,
+      value,
+      unit,
+      baseline,
+      ratio,
+      target: target === null ? null : describe(target, suffix),
+      ok: target === null ? null : false,
+    };
   }
   const ok = 'max' in target ? checked <= target.max : checked >= target.min;
   return { name, value, unit, baseline, ratio, target: describe(target, suffix), ok };
@@ -64,7 +87,7 @@ export function formatTable(results: BenchResult[]): string {
     figure(r.baseline),
     r.ratio === null ? '—' : `${r.ratio.toFixed(2)}×`,
     r.target ?? 'reference',
-    r.ok === null ? '' : r.ok ? 'ok' : 'MISS',
+    verdict(r),
   ]);
   const widths = header.map((_, c) => Math.max(header[c].length, ...rows.map((row) => row[c].length)));
   const line = (cells: string[]) =>

@@ -64,7 +64,9 @@ function waitForLineAfter(child: Child, mark: number, line: string): Promise<str
 export function checkExactlyOnce(label: string, indexes: number[], files: number): void {
   const unique = new Set(indexes);
   if (indexes.length !== files || unique.size !== files) {
-    throw new Error(`${label}: ${indexes.length} files processed, ${unique.size} distinct, of ${files}: ${indexes.length - unique.size} duplicates`);
+    throw new Error(
+      `${label}: ${indexes.length} files processed, ${unique.size} distinct, of ${files}: ${indexes.length - unique.size} duplicates`,
+    );
   }
 }
 
@@ -101,7 +103,12 @@ export async function claimsBench(options: ClaimsBenchOptions): Promise<BenchRes
 
     const claimPool = async (mode: string) => {
       log(`  starting ${workers} ${mode} workers…`);
-      const pool = await workerPool('bench/workers/claim-worker.ts', (w) => [mode, database.url, String(files), String(w), String(workers)], workers, false);
+      const pool = await workerPool(
+        'bench/workers/claim-worker.ts',
+        (w) => [mode, database.url, String(files), String(w), String(workers)],
+        workers,
+        false,
+      );
       pools.push(pool);
       return pool;
     };
@@ -157,7 +164,11 @@ export async function claimsBench(options: ClaimsBenchOptions): Promise<BenchRes
       const processed = () => graphilePool.children.reduce((sum, child, w) => sum + okIndexes(child.lines, marks[w]).length, 0);
       while (processed() < files) await new Promise((resolve) => setTimeout(resolve, 5));
       const rate = files / ((performance.now() - started) / 1000);
-      checkExactlyOnce('graphile-worker', graphilePool.children.flatMap((child, w) => okIndexes(child.lines, marks[w])), files);
+      checkExactlyOnce(
+        'graphile-worker',
+        graphilePool.children.flatMap((child, w) => okIndexes(child.lines, marks[w])),
+        files,
+      );
       return rate;
     };
     log(`  claimNext(10)+processFile vs graphile-worker, ${files} files…`);
@@ -212,14 +223,32 @@ export async function claimsBench(options: ClaimsBenchOptions): Promise<BenchRes
     // checkExactlyOnce threw otherwise: every figure below is of rounds with 0 duplicates.
     const label = `${files.toLocaleString('en-US')} files, ${workers} workers, 0 duplicates [postgres]`;
     return [
-      result(`claimFile+completeFile vs SQL SKIP LOCKED per file, ${label}`, perFile.candidate, 'files/s', perFile.baseline, perFile.ratio, { min: 1 }),
+      result(
+        `claimFile+completeFile vs SQL SKIP LOCKED per file, ${label}`,
+        perFile.candidate,
+        'files/s',
+        perFile.baseline,
+        perFile.ratio,
+        { min: 1 },
+      ),
       result(`hand-written SKIP LOCKED queue loop (no file list), ${label}`, median(queueRates), 'files/s', null, null, null),
       // Reference only: this graphile-worker task writes nothing (the `workers` section has the fair baselines).
       result(
         `reference: claimNext(10)+processFile vs graphile-worker 0.17 (local queue 10) no-op task, ${label}`,
-        queue.candidate, 'files/s', queue.baseline, queue.ratio, null,
+        queue.candidate,
+        'files/s',
+        queue.baseline,
+        queue.ratio,
+        null,
       ),
-      result(`claimNext(10)+processFile vs hand-written claim 10 + a TypeORM transaction per file, ${label}`, byHand.candidate, 'files/s', byHand.baseline, byHand.ratio, null),
+      result(
+        `claimNext(10)+processFile vs hand-written claim 10 + a TypeORM transaction per file, ${label}`,
+        byHand.candidate,
+        'files/s',
+        byHand.baseline,
+        byHand.ratio,
+        null,
+      ),
       result(`pg-boss 10 fetch/complete batch 1, ${label}`, median(bossRates[1]), 'files/s', null, null, null),
       result(`pg-boss 10 fetch/complete batch 10, ${label}`, median(bossRates[10]), 'files/s', null, null, null),
     ];

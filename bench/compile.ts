@@ -18,7 +18,10 @@ function typescriptFiles(dir: string): string[] {
 
 /** Writes JavaScript for src/, entities/, migrations/ and `extra` files under `outDir`, keeping the layout. */
 export function compileForNode(outDir: string, extra: string[] = []): void {
-  const files = [...['src', 'entities', 'migrations'].flatMap((dir) => typescriptFiles(join(ROOT, dir))), ...extra.map((f) => join(ROOT, f))];
+  const files = [
+    ...['src', 'entities', 'migrations'].flatMap((dir) => typescriptFiles(join(ROOT, dir))),
+    ...extra.map((f) => join(ROOT, f)),
+  ];
   for (const file of files) {
     const code = transpile(readFileSync(file, 'utf8'), file);
     const target = join(outDir, relative(ROOT, file)).replace(/\.ts$/, '.js');

@@ -30,8 +30,16 @@ export interface DashboardBenchOptions {
 
 // The file list is keyset by url_hash: `after` in the middle of the hash space is a page deep in the list.
 const PAGES = [
-  '', 'jobs', 'jobs?state=stalled', 'jobs?state=dead', 'steps', 'imports', 'files', 'files?status=dead',
-  `files?status=completed&after=8${'0'.repeat(63)}`, 'files?q=file-09999',
+  '',
+  'jobs',
+  'jobs?state=stalled',
+  'jobs?state=dead',
+  'steps',
+  'imports',
+  'files',
+  'files?status=dead',
+  `files?status=completed&after=8${'0'.repeat(63)}`,
+  'files?q=file-09999',
 ];
 
 /**
@@ -39,17 +47,36 @@ const PAGES = [
  * partitioned jobs (every 100th job, 16 ranges each, some dead) and imports.
  */
 export async function fill(ds: DataSource, driver: BenchDriver, files: number, jobs: number): Promise<void> {
+  await fillFiles(ds, driver, files);
+  await fillJobs(ds, driver, jobs);
+}
+
+/** `INSERT … SELECT` of `n` rows numbered `g` = 1…n: generate_series on PostgreSQL, a recursive CTE on SQLite. */
+function series(driver: BenchDriver, n: number, select: string, table: string, columns: string): string {
+  return driver === 'postgres'
+    ? `INSERT INTO ${table} (${columns}) SELECT ${select} FROM generate_series(1, ${n}) g`
+    : `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ${n}) INSERT INTO ${table} (${columns}) SELECT ${select} FROM s`;
+}
+
+/** The SQL of the SHA-256 of a URL expression, as the library computes the key (SQLite gets a function of its own). */
+function urlHashSql(ds: DataSource, driver: BenchDriver): (url: string) => string {
+  if (driver === 'sqlite')
+    (
+      ds.driver as unknown as { databaseConnection: { function(name: string, fn: (url: string) => string): void } }
+    ).databaseConnection.function('sha256_hex', urlHash);
+  return (url) => (driver === 'postgres' ? `encode(sha256(convert_to(${url}, 'UTF8')), 'hex')` : `sha256_hex(${url})`);
+}
+
+const FILE_COLUMNS =
+  'url_hash, file_url, file_type, file_timestamp, status, records_total, records_filtered, records_persisted, processing_time_ms, error_message, retry_count, max_retries, processed_by, claim_token, lease_expires_at, started_at, completed_at, created_at';
+
+async function fillFiles(ds: DataSource, driver: BenchDriver, files: number): Promise<void> {
   const now = Date.now();
-  // The rows' key is the SHA-256 of the URL, as the library computes it (SQLite has no SHA-256 of its own).
-  if (driver === 'sqlite') (ds.driver as unknown as { databaseConnection: { function(name: string, fn: (url: string) => string): void } }).databaseConnection.function('sha256_hex', urlHash);
-  const hash = (url: string) => (driver === 'postgres' ? `encode(sha256(convert_to(${url}, 'UTF8')), 'hex')` : `sha256_hex(${url})`);
-  const series = (n: number, select: string, table: string, columns: string) =>
-    driver === 'postgres'
-      ? `INSERT INTO ${table} (${columns}) SELECT ${select} FROM generate_series(1, ${n}) g`
-      : `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ${n}) INSERT INTO ${table} (${columns}) SELECT ${select} FROM s`;
+  const hash = urlHashSql(ds, driver);
   const pad = driver === 'postgres' ? "lpad(g::text, 6, '0')" : "substr('000000' || g, -6, 6)";
   await ds.query(
     series(
+      driver,
       files,
       `${hash(`'file-' || ${pad} || '.csv'`)}, 'file-' || ${pad} || '.csv', 'csv', ${now}, ` +
         `CASE WHEN g % 20 < 16 THEN 'completed' WHEN g % 20 < 18 THEN 'pending' WHEN g % 20 = 18 THEN 'processing' ELSE 'failed' END, ` +
@@ -58,11 +85,17 @@ export async function fill(ds: DataSource, driver: BenchDriver, files: number, j
         `CASE WHEN g % 20 = 18 THEN ${now} + (CASE WHEN g % 40 < 20 THEN 60000 ELSE -1000 END) ELSE NULL END, ${now - 7_200_000}, ` +
         `CASE WHEN g % 20 < 16 THEN ${now} - (g % 7200) * 1000 ELSE NULL END, ${now - 7_200_000}`,
       'file_checkpoints',
-      'url_hash, file_url, file_type, file_timestamp, status, records_total, records_filtered, records_persisted, processing_time_ms, error_message, retry_count, max_retries, processed_by, claim_token, lease_expires_at, started_at, completed_at, created_at',
+      FILE_COLUMNS,
     ),
   );
+}
+
+async function fillJobs(ds: DataSource, driver: BenchDriver, jobs: number): Promise<void> {
+  const now = Date.now();
+  const pad = driver === 'postgres' ? "lpad(g::text, 6, '0')" : "substr('000000' || g, -6, 6)";
   await ds.query(
     series(
+      driver,
       jobs,
       `'job-' || ${pad}, CASE WHEN g % 100 = 0 THEN 'partitioned' WHEN g % 10 < 7 THEN 'batch' ELSE 'step' END, (g % 10 >= 7 OR g % 3 = 0), ` +
         `CASE WHEN g % 10 < 7 THEN '' || g ELSE NULL END, CASE WHEN g % 10 >= 7 THEN '{"n":' || g || '}' ELSE NULL END, ` +
@@ -72,10 +105,12 @@ export async function fill(ds: DataSource, driver: BenchDriver, files: number, j
     ),
   );
   // Ranges of the partitioned jobs: 12 done, 2 running, 1 pending, and 1 failed (dead in every other job).
-  const jobPad = driver === 'postgres' ? "lpad((((g - 1) / 16 + 1) * 100)::text, 6, '0')" : "substr('000000' || (((g - 1) / 16 + 1) * 100), -6, 6)";
+  const jobPad =
+    driver === 'postgres' ? "lpad((((g - 1) / 16 + 1) * 100)::text, 6, '0')" : "substr('000000' || (((g - 1) / 16 + 1) * 100), -6, 6)";
   await ds.query(
     series(
-      (Math.floor(jobs / 100) * 16),
+      driver,
+      Math.floor(jobs / 100) * 16,
       `'job-' || ${jobPad}, (g - 1) % 16, NULL, NULL, NULL, ` +
         `CASE WHEN (g - 1) % 16 < 12 THEN 'completed' WHEN (g - 1) % 16 < 14 THEN 'processing' WHEN (g - 1) % 16 = 14 THEN 'pending' ELSE 'failed' END, ` +
         `CASE WHEN (g - 1) % 16 = 15 AND (g - 1) % 32 >= 16 THEN 3 ELSE 0 END, 3, 1, 'worker-1', ${now - 600_000}, ` +
@@ -86,7 +121,13 @@ export async function fill(ds: DataSource, driver: BenchDriver, files: number, j
     ),
   );
   await ds.query(
-    series(1000, `'import-' || ${pad}, '${'a'.repeat(64)}', g * 10, 10000, ${now}`, 'checkpoint_imports', 'id, digest, next_index, total_rows, updated_at'),
+    series(
+      driver,
+      1000,
+      `'import-' || ${pad}, '${'a'.repeat(64)}', g * 10, 10000, ${now}`,
+      'checkpoint_imports',
+      'id, digest, next_index, total_rows, updated_at',
+    ),
   );
   await ds.query(driver === 'postgres' ? 'VACUUM ANALYZE' : 'ANALYZE');
 }
@@ -133,7 +174,9 @@ async function timedServer(ds: DataSource): Promise<{ url: string; last: () => n
  * remote browser does not cause. `http.get` with a kept-alive agent is the least client work on
  * the server's thread; the server's timing (request to `res.end()` returned) is the same for all.
  */
-async function pageClient(url: string): Promise<{ get: (page: string) => Promise<{ status: number; bytes: number }>; close: () => Promise<void> }> {
+async function pageClient(
+  url: string,
+): Promise<{ get: (page: string) => Promise<{ status: number; bytes: number }>; close: () => Promise<void> }> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   return {
     get: (page) =>
@@ -160,7 +203,13 @@ async function pageClient(url: string): Promise<{ get: (page: string) => Promise
 const ROUND_MS = 5;
 const MAX_PER_ROUND = 100;
 
-async function interleaved(options: { warmups: number; repeats: number; perRound: number; served: () => Promise<number>; bare: () => Promise<number> }): Promise<Pair> {
+async function interleaved(options: {
+  warmups: number;
+  repeats: number;
+  perRound: number;
+  served: () => Promise<number>;
+  bare: () => Promise<number>;
+}): Promise<Pair> {
   const candidateSamples: number[] = [];
   const baselineSamples: number[] = [];
   const ratios: number[] = [];
@@ -181,7 +230,13 @@ async function interleaved(options: { warmups: number; repeats: number; perRound
     baselineSamples.push(bare / options.perRound);
     ratios.push(served / bare);
   }
-  return { candidate: median(candidateSamples), baseline: median(baselineSamples), ratio: median(ratios), candidateSamples, baselineSamples };
+  return {
+    candidate: median(candidateSamples),
+    baseline: median(baselineSamples),
+    ratio: median(ratios),
+    candidateSamples,
+    baselineSamples,
+  };
 }
 
 async function pageBench(driver: BenchDriver, options: DashboardBenchOptions): Promise<BenchResult[]> {
@@ -212,7 +267,9 @@ async function pageBench(driver: BenchDriver, options: DashboardBenchOptions): P
         const perRound = Math.max(1, Math.min(MAX_PER_ROUND, Math.round(ROUND_MS / Math.max(await bare(), 0.01))));
         const repeats = options.repeats;
         const pair = await interleaved({ warmups: options.warmups, repeats, perRound, served, bare });
-        results.push(result(`dashboard ${driver} /${page} server time vs its SQL`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 2 }));
+        results.push(
+          result(`dashboard ${driver} /${page} server time vs its SQL`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 2 }),
+        );
         if (driver === 'postgres') {
           const seqScans: string[] = [];
           for (const statement of statements) {
@@ -220,12 +277,25 @@ async function pageBench(driver: BenchDriver, options: DashboardBenchOptions): P
             const text = plan.map((row) => row['QUERY PLAN']).join('\n');
             if (/Seq Scan on file_checkpoints/.test(text)) seqScans.push(`${statement.sql}\n${text}`);
             // Other tables' scans are reported, not counted (checkpoint_partitions' dead ranges: see the README).
-            else if (/Seq Scan/.test(text)) options.log(`  /${page}: ${text.match(/Seq Scan on \w+/g)!.join(', ')} in ${statement.sql.slice(0, 120)}…`);
+            else if (/Seq Scan/.test(text))
+              options.log(`  /${page}: ${text.match(/Seq Scan on \w+/g)!.join(', ')} in ${statement.sql.slice(0, 120)}…`);
           }
           if (seqScans.length > 0) options.log(`Seq Scan on /${page}:\n${seqScans.join('\n\n')}`);
-          results.push(result(`dashboard postgres /${page}: statements with a Seq Scan of file_checkpoints`, seqScans.length, 'statements', null, null, { max: 0 }, 'value'));
+          results.push(
+            result(
+              `dashboard postgres /${page}: statements with a Seq Scan of file_checkpoints`,
+              seqScans.length,
+              'statements',
+              null,
+              null,
+              { max: 0 },
+              'value',
+            ),
+          );
         }
-        options.log(`  /${page}: ${pair.candidate.toFixed(2)} ms served, ${pair.baseline.toFixed(2)} ms SQL (${statements.length} statements, ${repeats} rounds of ${perRound})`);
+        options.log(
+          `  /${page}: ${pair.candidate.toFixed(2)} ms served, ${pair.baseline.toFixed(2)} ms SQL (${statements.length} statements, ${repeats} rounds of ${perRound})`,
+        );
       }
     } finally {
       await client.close();
@@ -246,7 +316,7 @@ async function telemetryDatabase(driver: BenchDriver, label: string): Promise<Be
   }
   const rows =
     driver === 'postgres'
-      ? 'SELECT g, \'customer-\' || g, (g * 7919) % 100000 FROM generate_series(1, 50000) AS g'
+      ? "SELECT g, 'customer-' || g, (g * 7919) % 100000 FROM generate_series(1, 50000) AS g"
       : `WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 50000)
      SELECT g, 'customer-' || g, (g * 7919) % 100000 FROM s`;
   await ds.query(`INSERT INTO bench_source (id, name, amount) ${rows}`);
@@ -323,7 +393,9 @@ async function telemetryBench(driver: BenchDriver, options: DashboardBenchOption
       const ratios = a.map((ms, i) => ms / b[i]).sort((x, y) => x - y);
       return [0.25, 0.5, 0.75].map((q) => ratios[Math.round(q * (ratios.length - 1))].toFixed(3)).join(' / ');
     };
-    options.log(`  OTel [${driver}], ${repeats} rounds: CPU-time ratio quartiles ${quartiles(pair.candidateSamples, pair.baselineSamples)}, wall-time ${quartiles(wallPair.candidate, wallPair.baseline)}`);
+    options.log(
+      `  OTel [${driver}], ${repeats} rounds: CPU-time ratio quartiles ${quartiles(pair.candidateSamples, pair.baselineSamples)}, wall-time ${quartiles(wallPair.candidate, wallPair.baseline)}`,
+    );
     const name = `eachBatch 50 × 1,000 rows (${driver}) with the OTel SDK + no-op exporters vs without`;
     const cpu = driver === 'postgres' ? 'CPU time (Node + its backends)' : 'CPU time';
     return [
@@ -347,6 +419,124 @@ export async function dashboardBench(drivers: BenchDriver[], options: DashboardB
   for (const driver of drivers.filter((d) => d !== 'mysql')) {
     options.log(` eachBatch with and without the OpenTelemetry SDK on ${driver}`);
     results.push(...(await telemetryBench(driver, options)));
+  }
+  return results;
+}
+
+export interface DashboardScaleBenchOptions {
+  /** Rows of file_checkpoints (1M for the issue's figures; 10M on PostgreSQL with --scale-files). */
+  files: number;
+  /** Timed requests per page after one warm-up; the figure is their median. */
+  repeats: number;
+  log: (line: string) => void;
+}
+
+// The pages an operator opens when the queue is big; `q` matches 10 URLs (file-0099999x.csv).
+const SCALE_PAGES = ['', 'files', 'files?status=dead', 'files?status=pending', 'files?q=file-0099999', 'jobs', 'imports'];
+
+/**
+ * Files in the mix of a big queue (per 1,000: 950 completed over the last 10 hours, 40 pending,
+ * 9 failed, 1 processing), in one `INSERT … SELECT`. One failed file in 100 is a dead letter (90
+ * at 1M): a list that walks the table's key looking for them reads most of it.
+ */
+async function fillScaleFiles(ds: DataSource, driver: BenchDriver, files: number): Promise<void> {
+  const now = Date.now();
+  const hash = urlHashSql(ds, driver);
+  const pad = driver === 'postgres' ? "lpad(g::text, 8, '0')" : "substr('00000000' || g, -8, 8)";
+  const url = `'file-' || ${pad} || '.csv'`;
+  await ds.query(
+    series(
+      driver,
+      files,
+      `${hash(url)}, ${url}, 'csv', ${now}, ` +
+        `CASE WHEN g % 1000 < 950 THEN 'completed' WHEN g % 1000 < 990 THEN 'pending' WHEN g % 1000 < 999 THEN 'failed' ELSE 'processing' END, ` +
+        `100, 1, 99, 500, CASE WHEN g % 1000 >= 990 AND g % 1000 < 999 THEN 'boom ' || g ELSE NULL END, ` +
+        `CASE WHEN g % 1000 >= 990 AND g % 1000 < 999 AND g % 100000 < 1000 THEN 3 ELSE 0 END, 3, 'worker-1', 1, ` +
+        `CASE WHEN g % 1000 = 999 THEN ${now + 600_000} ELSE NULL END, ${now - 36_000_000}, ` +
+        `CASE WHEN g % 1000 < 950 THEN ${now} - (g % 36000) * 1000 ELSE NULL END, ${now - 36_000_000} + g`,
+      'file_checkpoints',
+      FILE_COLUMNS,
+    ),
+  );
+  await ds.query(driver === 'postgres' ? 'VACUUM ANALYZE' : 'ANALYZE');
+}
+
+/** The statements a page ran that took over 5 ms bare, with their plans (EXPLAIN ANALYZE / EXPLAIN QUERY PLAN). */
+async function slowStatements(
+  ds: DataSource,
+  driver: BenchDriver,
+  statements: { sql: string; parameters: unknown[] }[],
+): Promise<string[]> {
+  const slow: string[] = [];
+  for (const statement of statements) {
+    const started = performance.now();
+    await ds.query(statement.sql, statement.parameters);
+    const ms = performance.now() - started;
+    if (ms < 5) continue;
+    const explain = driver === 'postgres' ? 'EXPLAIN (ANALYZE, BUFFERS)' : driver === 'sqlite' ? 'EXPLAIN QUERY PLAN' : 'EXPLAIN';
+    const plan = (await ds.query(`${explain} ${statement.sql}`, statement.parameters)) as Record<string, unknown>[];
+    const text = plan.map((row) => String(row['QUERY PLAN'] ?? row.detail ?? JSON.stringify(row))).join('\n      ');
+    slow.push(`${ms.toFixed(1)} ms: ${statement.sql.slice(0, 240)}\n      ${text}`);
+  }
+  return slow;
+}
+
+/**
+ * Each page's time over node:http (request sent to response read, median of `repeats` after one
+ * warm-up) with `files` rows in file_checkpoints and 10,000 jobs. Goal: ≤ 100 ms at 1M rows and
+ * ≤ 200 ms at 10M on PostgreSQL, twice that on SQLite (issue 31).
+ */
+export async function dashboardScaleBench(drivers: BenchDriver[], options: DashboardScaleBenchOptions): Promise<BenchResult[]> {
+  const results: BenchResult[] = [];
+  for (const driver of drivers.filter((d) => d !== 'mysql')) {
+    const database = await createBenchDatabase(driver, 'dashboard_scale');
+    try {
+      const sqlLog = new SqlLog();
+      const ds = await database.open({ logger: sqlLog });
+      const filled = performance.now();
+      await fillScaleFiles(ds, driver, options.files);
+      await fillJobs(ds, driver, 10_000);
+      options.log(
+        ` dashboard pages on ${driver} at ${options.files.toLocaleString('en')} files: filled in ${((performance.now() - filled) / 1000).toFixed(0)} s`,
+      );
+      const goal = (options.files > 1_000_000 ? 200 : 100) * (driver === 'sqlite' ? 2 : 1);
+      const server = await timedServer(ds);
+      try {
+        for (const page of SCALE_PAGES) {
+          // A client per page: the plans printed below may outlast the server's keep-alive timeout.
+          const client = await pageClient(server.url);
+          sqlLog.clear();
+          const first = await client.get(page);
+          if (first.status !== 200) throw new Error(`${page}: HTTP ${first.status}`);
+          const statements = sqlLog.queries.filter((q) => /^\s*(SELECT|WITH)/i.test(q.sql));
+          const samples: number[] = [];
+          for (let i = 0; i < options.repeats; i++) {
+            const started = performance.now();
+            await client.get(page);
+            samples.push(performance.now() - started);
+          }
+          await client.close();
+          const ms = median(samples);
+          results.push(
+            result(
+              `dashboard ${driver}, ${options.files.toLocaleString('en')} files: /${page}`,
+              ms,
+              'ms',
+              null,
+              null,
+              { max: goal },
+              'value',
+            ),
+          );
+          options.log(`  /${page}: ${ms.toFixed(1)} ms (median of ${options.repeats}; ${statements.length} statements)`);
+          for (const line of await slowStatements(ds, driver, statements)) options.log(`    ${line}`);
+        }
+      } finally {
+        await server.close();
+      }
+    } finally {
+      await database.drop();
+    }
   }
   return results;
 }

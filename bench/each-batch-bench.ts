@@ -23,7 +23,7 @@ export interface EachBatchBenchOptions {
 
 type Row = { id: number; name: string; amount: number };
 
-async function createTables(dataSource: DataSource, driver: BenchDriver, rows: number): Promise<void> {
+export async function createTables(dataSource: DataSource, driver: BenchDriver, rows: number): Promise<void> {
   for (const table of ['bench_source', 'bench_target']) {
     await dataSource.query(`CREATE TABLE ${table} (id integer PRIMARY KEY, name varchar(64) NOT NULL, amount integer NOT NULL)`);
   }
@@ -185,13 +185,36 @@ async function benchDriver(driver: BenchDriver, options: EachBatchBenchOptions):
       // SQLite's inserts into a growing table slow down by themselves (the keyset loop's own figure
       // below): there the cursor's cost is judged as a ratio to that loop's; both raw figures print.
       driver === 'sqlite'
-        ? result(`eachBatch flat cost (last ${WINDOW}/first ${WINDOW}) vs the keyset loop's [${driver}]`, libraryFlat, 'ratio', keysetFlat, libraryFlat / keysetFlat, { max: 1.1 })
-        : result(`eachBatch flat cost, last ${WINDOW}/first ${WINDOW} batches [${driver}]`, libraryFlat, 'ratio', null, libraryFlat, { max: 1.2 }),
+        ? result(
+            `eachBatch flat cost (last ${WINDOW}/first ${WINDOW}) vs the keyset loop's [${driver}]`,
+            libraryFlat,
+            'ratio',
+            keysetFlat,
+            libraryFlat / keysetFlat,
+            { max: 1.1 },
+          )
+        : result(`eachBatch flat cost, last ${WINDOW}/first ${WINDOW} batches [${driver}]`, libraryFlat, 'ratio', null, libraryFlat, {
+            max: 1.2,
+          }),
       // The same figure for the hand-written keyset loop: what the writes into a growing table cost by themselves.
-      result(`keyset loop flat cost (same writes, no checkpoint), last ${WINDOW}/first ${WINDOW} batches [${driver}]`, keysetFlat, 'ratio', null, keysetFlat, null),
+      result(
+        `keyset loop flat cost (same writes, no checkpoint), last ${WINDOW}/first ${WINDOW} batches [${driver}]`,
+        keysetFlat,
+        'ratio',
+        null,
+        keysetFlat,
+        null,
+      ),
       result(`OFFSET loop flat cost, last ${WINDOW}/first ${WINDOW} batches [${driver}]`, offsetFlat, 'ratio', null, offsetFlat, null),
       // For reference: the windows' means, which a WAL autocheckpoint batch inside a window decides (see flatness).
-      result(`eachBatch vs keyset loop flat cost by the windows' means [${driver}]`, libraryMeanFlat, 'ratio', keysetMeanFlat, libraryMeanFlat / keysetMeanFlat, null),
+      result(
+        `eachBatch vs keyset loop flat cost by the windows' means [${driver}]`,
+        libraryMeanFlat,
+        'ratio',
+        keysetMeanFlat,
+        libraryMeanFlat / keysetMeanFlat,
+        null,
+      ),
     ];
   } finally {
     await database.drop();

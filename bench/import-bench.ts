@@ -35,7 +35,12 @@ interface Measurement {
 
 /** A psql script that runs `copy` and then prints the /proc stat lines of its backend and of psql itself (before psql exits). */
 const PSQL_CPU_SCRIPT = (copy: string) =>
-  ['SELECT pg_backend_pid() AS backend \\gset', '\\setenv BACKEND :backend', copy, '\\! echo "$(cat /proc/$BACKEND/stat)" && echo "$(cat /proc/$PPID/stat)"'].join('\n');
+  [
+    'SELECT pg_backend_pid() AS backend \\gset',
+    '\\setenv BACKEND :backend',
+    copy,
+    '\\! echo "$(cat /proc/$BACKEND/stat)" && echo "$(cat /proc/$PPID/stat)"',
+  ].join('\n');
 
 /** User + system CPU ms of a /proc/<pid>/stat line (utime and stime are fields 14 and 15, in 1/100 s). */
 function statCpuMs(line: string): number {
@@ -54,7 +59,9 @@ function run(command: string, args: string[]): Promise<string> {
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(' ')} failed (${code}): ${stderr}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(' ')} failed (${code}): ${stderr}`)),
+    );
   });
 }
 
@@ -75,7 +82,13 @@ async function rawDigest(path: string): Promise<string> {
   return hash.digest('hex');
 }
 
-async function benchDriver(driver: BenchDriver, csv: string, rows: number, worker: string, options: ImportBenchOptions): Promise<BenchResult[]> {
+async function benchDriver(
+  driver: BenchDriver,
+  csv: string,
+  rows: number,
+  worker: string,
+  options: ImportBenchOptions,
+): Promise<BenchResult[]> {
   const database: BenchDatabase = await createBenchDatabase(driver, 'import');
   try {
     const dataSource = await database.open();
@@ -129,7 +142,13 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
       };
     }
     options.log(`  ${driver}: importFile vs ${baselineName}, ${options.warmups} warm-up + ${options.repeats} rounds…`);
-    const pair = await sideBySide({ warmups: options.warmups, repeats: options.repeats, candidate: () => library(), baseline, prepare: clear });
+    const pair = await sideBySide({
+      warmups: options.warmups,
+      repeats: options.repeats,
+      candidate: () => library(),
+      baseline,
+      prepare: clear,
+    });
     const measuredPeaks = peaks.slice(options.warmups);
     const measuredCpus = cpus.slice(options.warmups);
     if (driver === 'postgres' && measuredCpus.length > 0) {
@@ -152,11 +171,33 @@ async function benchDriver(driver: BenchDriver, csv: string, rows: number, worke
     const bigChunks = await library(BIG_CHUNK);
     return [
       // Issue 12: the lab shape at the default chunk of 1,000 reaches 0.8× psql \copy on PostgreSQL.
-      result(`importFile CSV ${options.sizeMb} MB (${rows.toLocaleString('en-US')} rows) vs ${baselineName} [${driver}]`, pair.candidate, 'rows/s', pair.baseline, pair.ratio, {
-        min: driver === 'postgres' ? 0.8 : 0.7,
-      }),
-      result(`importFile CSV ${options.sizeMb} MB in chunks of ${BIG_CHUNK.toLocaleString('en-US')} [${driver}]`, bigChunks, 'rows/s', pair.baseline, bigChunks / pair.baseline, null),
-      result(`importFile peak RSS, ${options.sizeMb} MB CSV [${driver}]`, Math.max(...measuredPeaks), 'MB', null, null, { max: RSS_LIMIT_MB }, 'value'),
+      result(
+        `importFile CSV ${options.sizeMb} MB (${rows.toLocaleString('en-US')} rows) vs ${baselineName} [${driver}]`,
+        pair.candidate,
+        'rows/s',
+        pair.baseline,
+        pair.ratio,
+        {
+          min: driver === 'postgres' ? 0.8 : 0.7,
+        },
+      ),
+      result(
+        `importFile CSV ${options.sizeMb} MB in chunks of ${BIG_CHUNK.toLocaleString('en-US')} [${driver}]`,
+        bigChunks,
+        'rows/s',
+        pair.baseline,
+        bigChunks / pair.baseline,
+        null,
+      ),
+      result(
+        `importFile peak RSS, ${options.sizeMb} MB CSV [${driver}]`,
+        Math.max(...measuredPeaks),
+        'MB',
+        null,
+        null,
+        { max: RSS_LIMIT_MB },
+        'value',
+      ),
     ];
   } finally {
     await database.drop();
@@ -182,7 +223,9 @@ export async function importBench(drivers: BenchDriver[], options: ImportBenchOp
       baseline: async () => megabytes / ((await timed(() => rawDigest(csv))) / 1000),
     });
     const results: BenchResult[] = [
-      result(`fileDigest vs raw SHA-256 (1 MiB reads), ${options.sizeMb} MB`, digest.candidate, 'MB/s', digest.baseline, digest.ratio, { min: 0.9 }),
+      result(`fileDigest vs raw SHA-256 (1 MiB reads), ${options.sizeMb} MB`, digest.candidate, 'MB/s', digest.baseline, digest.ratio, {
+        min: 0.9,
+      }),
     ];
     for (const driver of drivers) results.push(...(await benchDriver(driver, csv, rows, worker, options)));
     return results;
@@ -190,4 +233,3 @@ export async function importBench(drivers: BenchDriver[], options: ImportBenchOp
     rmSync(dir, { recursive: true, force: true });
   }
 }
-

@@ -94,7 +94,9 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.e
     const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env });
     let stdout = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(' ')} failed (${code}): ${stdout}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(' ')} failed (${code}): ${stdout}`)),
+    );
   });
 }
 
@@ -112,9 +114,17 @@ async function main(): Promise<void> {
   const chunk = Number(option('chunk', '1000'));
   const dir = mkdtempSync(join(tmpdir(), 'import-bench-'));
   process.stderr.write('compiling the library…\n');
-  await run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', join(dir, 'build')]);
+  await run(process.execPath, [
+    join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '-p',
+    'tsconfig.build.json',
+    '--outDir',
+    join(dir, 'build'),
+  ]);
   const library = join(dir, 'build', 'src', 'index.js');
-  const table: string[][] = [['format', 'file MB', 'rows', 'baseline s', 'import s', 'time ×baseline', 'rows/s', 'baseline RSS MB', 'peak RSS MB']];
+  const table: string[][] = [
+    ['format', 'file MB', 'rows', 'baseline s', 'import s', 'time ×baseline', 'rows/s', 'baseline RSS MB', 'peak RSS MB'],
+  ];
   try {
     for (const format of formats) {
       const path = join(dir, `source.${format}`);

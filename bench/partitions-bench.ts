@@ -2,7 +2,7 @@
 // of planning, and composite-key sqlSource against a hand-written keyset loop over (created_at, id).
 import { performance } from 'node:perf_hooks';
 import type { DataSource, EntityManager } from 'typeorm';
-import { eachBatch, eachPartition, listPartitions, reset, sqlSource } from '../src';
+import { eachBatch, eachPartition, listPartitions, pause, reset, resume, sqlSource } from '../src';
 import { type Child, startChild } from '../test/support/child';
 import { type BenchDriver, createBenchDatabase, placeholders } from './bench-database';
 import { type BenchResult, result } from './bench-result';
@@ -28,7 +28,9 @@ async function fillSource(ds: DataSource, driver: BenchDriver, rows: number): Pr
     await ds.query(`CREATE TABLE ${table} (id integer PRIMARY KEY, name varchar(64) NOT NULL, amount integer NOT NULL)`);
   }
   if (driver === 'postgres') {
-    await ds.query(`INSERT INTO bench_source SELECT g, 'customer-' || g, (g::bigint * 7919) % 100000 FROM generate_series(1, $1) g`, [rows]);
+    await ds.query(`INSERT INTO bench_source SELECT g, 'customer-' || g, (g::bigint * 7919) % 100000 FROM generate_series(1, $1) g`, [
+      rows,
+    ]);
     await ds.query('ANALYZE bench_source');
   } else if (driver === 'mysql') {
     await ds.query(`INSERT INTO bench_source SELECT seq, CONCAT('customer-', seq), (seq * 7919) % 100000 FROM seq_1_to_${rows}`);
@@ -41,7 +43,13 @@ async function fillSource(ds: DataSource, driver: BenchDriver, rows: number): Pr
   }
 }
 
-async function insertRows(tx: EntityManager, driver: BenchDriver, table: string, columns: string[], rows: Record<string, unknown>[]): Promise<void> {
+async function insertRows(
+  tx: EntityManager,
+  driver: BenchDriver,
+  table: string,
+  columns: string[],
+  rows: Record<string, unknown>[],
+): Promise<void> {
   const marks = `(${columns.map(() => '?').join(', ')})`;
   await tx.query(
     placeholders(driver, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${rows.map(() => marks).join(', ')}`),
@@ -56,7 +64,14 @@ interface Fleet {
 }
 
 /** `count` worker processes, started and ready (connected, source built) before any round is timed. */
-async function startFleet(ds: DataSource, url: string, mode: 'io' | 'copy', limit: number, count: number, partitions: number): Promise<Fleet> {
+async function startFleet(
+  ds: DataSource,
+  url: string,
+  mode: 'io' | 'copy',
+  limit: number,
+  count: number,
+  partitions: number,
+): Promise<Fleet> {
   const children: Child[] = Array.from({ length: count }, () => startChild(WORKER, [url, mode, String(limit), String(partitions)]));
   const close = async () => {
     for (const child of children) child.send('exit');
@@ -74,7 +89,9 @@ async function startFleet(ds: DataSource, url: string, mode: 'io' | 'copy', limi
       const marks = children.map((child) => child.lines.length);
       const started = performance.now();
       for (const child of children) child.send(`go ${job}`);
-      await Promise.all(children.map((child, i) => child.waitForLine((line) => line.startsWith('done') && child.lines.lastIndexOf(line) >= marks[i])));
+      await Promise.all(
+        children.map((child, i) => child.waitForLine((line) => line.startsWith('done') && child.lines.lastIndexOf(line) >= marks[i])),
+      );
       const ms = performance.now() - started;
       await reset(ds, job);
       return ms;
@@ -88,7 +105,15 @@ async function startFleet(ds: DataSource, url: string, mode: 'io' | 'copy', limi
  * each other's: the fleets run in turn round by round, so load that drifts during the run (two
  * cores shared with other work) weighs on each alike.
  */
-async function fleetRounds(ds: DataSource, url: string, mode: 'io' | 'copy', limit: number, counts: number[], partitions: number, rounds: number) {
+async function fleetRounds(
+  ds: DataSource,
+  url: string,
+  mode: 'io' | 'copy',
+  limit: number,
+  counts: number[],
+  partitions: number,
+  rounds: number,
+) {
   const fleets: Fleet[] = [];
   try {
     for (const count of counts) fleets.push(await startFleet(ds, url, mode, limit, count, partitions));
@@ -99,6 +124,48 @@ async function fleetRounds(ds: DataSource, url: string, mode: 'io' | 'copy', lim
     return counts.map((_, f) => ({ ms: median(times[f]), speedup: median(times[0].map((first, r) => first / times[f][r])) }));
   } finally {
     await Promise.all(fleets.map((fleet) => fleet.close()));
+  }
+}
+
+/**
+ * How far a pause reaches: `count` processes run one I/O-bound job; once each has ended a batch,
+ * another connection pauses the job. Each process's batches that ended after the pause committed
+ * (the batch in flight is one) — the figure is the largest. The job is then resumed and run to its
+ * end, and its items must be the source's rows, every row once.
+ */
+async function pauseReach(ds: DataSource, url: string, rows: number, count: number): Promise<{ worst: number; mean: number }> {
+  const children: Child[] = Array.from({ length: count }, () => startChild(WORKER, [url, 'io', '500', String(IO_PARTITIONS)]));
+  const job = 'bench-pause-reach';
+  const run = async () => {
+    const marks = children.map((child) => child.lines.length);
+    const after = (child: Child, i: number, prefix: string) =>
+      child.waitForLine((line) => line.startsWith(prefix) && child.lines.lastIndexOf(line) >= marks[i]);
+    for (const child of children) child.send(`go ${job}`);
+    return {
+      started: Promise.all(children.map((child, i) => after(child, i, 'started'))),
+      done: Promise.all(children.map((child, i) => after(child, i, 'done'))),
+    };
+  };
+  try {
+    await Promise.all(children.map((child) => child.waitForLine((line) => line === 'ready')));
+    const first = await run();
+    await first.started;
+    await pause(ds, job);
+    const pausedAt = Date.now();
+    const stopped = (await first.done).map((line) => line.split(' '));
+    if (stopped.some(([, , reason]) => reason !== 'paused'))
+      throw new Error(`pause bench: a process did not stop paused: ${stopped.join(' | ')}`);
+    const late = stopped.map(([, , , ends]) => (JSON.parse(ends) as number[]).filter((end) => end >= pausedAt).length);
+    await resume(ds, job);
+    const second = await run();
+    const finished = (await second.done).map((line) => line.split(' '));
+    const items = [...stopped, ...finished].reduce((sum, [, n]) => sum + Number(n), 0);
+    if (items !== rows) throw new Error(`pause bench: ${items} items for ${rows} rows`);
+    await reset(ds, job);
+    return { worst: Math.max(...late), mean: mean(late) };
+  } finally {
+    for (const child of children) child.send('exit');
+    await Promise.all(children.map((child) => child.exited));
   }
 }
 
@@ -121,12 +188,15 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
     const ioLimit = 500;
     options.log(`  postgres: I/O-bound handler (10 ms per batch), 1 and 8 processes, ${IO_PARTITIONS} ranges…`);
     const [, io8] = await fleetRounds(ds, database.url, 'io', ioLimit, [1, 8], IO_PARTITIONS, rounds);
+    options.log('  postgres: a pause reaching 8 running processes…');
+    const reach = await pauseReach(ds, database.url, rows, 8);
     options.log('  postgres: CPU-bound copy, 1, 2 and 4 processes…');
     const [, copy2, copy4] = await fleetRounds(ds, database.url, 'copy', 1000, [1, 2, 4], PARTITIONS, rounds);
 
     options.log('  postgres: eachPartition (1 process) vs eachBatch, same copy…');
     const source = await sqlSource(ds, 'bench_source', 'id');
-    const copy = (items: Record<string, unknown>[], tx: EntityManager) => insertRows(tx, 'postgres', 'bench_target', ['id', 'name', 'amount'], items);
+    const copy = (items: Record<string, unknown>[], tx: EntityManager) =>
+      insertRows(tx, 'postgres', 'bench_target', ['id', 'name', 'amount'], items);
     let run = 0;
     const pair = await sideBySide({
       warmups: 1,
@@ -150,13 +220,42 @@ async function processSpeedups(options: PartitionsBenchOptions): Promise<BenchRe
     const label = `${rows.toLocaleString('en-US')} rows, ${PARTITIONS} ranges`;
     const ioLabel = `${rows.toLocaleString('en-US')} rows, ${IO_PARTITIONS} ranges`;
     return [
-      result(`eachPartition I/O-bound (10 ms/batch) 8 processes vs 1, ${ioLabel} [postgres]`, io8.speedup, '× faster', null, io8.speedup, { min: 6 }),
-      result(`eachPartition CPU-bound copy 2 processes vs 1, ${label} [postgres]`, copy2.speedup, '× faster', null, copy2.speedup, { min: 1.3 }),
+      result(`eachPartition I/O-bound (10 ms/batch) 8 processes vs 1, ${ioLabel} [postgres]`, io8.speedup, '× faster', null, io8.speedup, {
+        min: 6,
+      }),
+      result(
+        `eachPartition pause from another connection: batches ended after it, worst of 8 processes (mean ${reach.mean.toFixed(2)}), ${ioLabel} [postgres]`,
+        reach.worst,
+        'batches',
+        null,
+        null,
+        { max: 1 },
+        'value',
+      ),
+      result(`eachPartition CPU-bound copy 2 processes vs 1, ${label} [postgres]`, copy2.speedup, '× faster', null, copy2.speedup, {
+        min: 1.3,
+      }),
       result(`eachPartition CPU-bound copy 4 processes vs 1, ${label} [postgres]`, copy4.speedup, '× faster', null, copy4.speedup, null),
-      result(`eachPartition (1 process) vs eachBatch, same copy, ${label} [postgres]`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 1.1 }),
+      result(`eachPartition (1 process) vs eachBatch, same copy, ${label} [postgres]`, pair.candidate, 'ms', pair.baseline, pair.ratio, {
+        max: 1.1,
+      }),
       // The target is set at 1M rows (--full): below 200,000 rows planning is an exact index walk.
-      result(`eachPartition planned ranges, largest / smallest row count, ${label} [postgres]`, Math.max(...sizes), 'rows', Math.min(...sizes), Math.max(...sizes) / Math.min(...sizes), null),
-      result(`eachPartition planning / job time, ${label} [postgres]`, planning, 'ms', pair.candidate, planning / pair.candidate, rows >= 1_000_000 ? { max: 0.02 } : null),
+      result(
+        `eachPartition planned ranges, largest / smallest row count, ${label} [postgres]`,
+        Math.max(...sizes),
+        'rows',
+        Math.min(...sizes),
+        Math.max(...sizes) / Math.min(...sizes),
+        null,
+      ),
+      result(
+        `eachPartition planning / job time, ${label} [postgres]`,
+        planning,
+        'ms',
+        pair.candidate,
+        planning / pair.candidate,
+        rows >= 1_000_000 ? { max: 0.02 } : null,
+      ),
     ];
   } finally {
     await database.drop();
@@ -176,11 +275,15 @@ async function compositeCopy(driver: BenchDriver, options: PartitionsBenchOption
     const ds = await database.open();
     const stamp = driver === 'postgres' ? 'timestamp(6)' : driver === 'mysql' ? 'datetime(6)' : 'text';
     for (const table of ['events_source', 'events_target']) {
-      await ds.query(`CREATE TABLE ${table} (created_at ${stamp} NOT NULL, id integer NOT NULL, amount integer NOT NULL, PRIMARY KEY (created_at, id))`);
+      await ds.query(
+        `CREATE TABLE ${table} (created_at ${stamp} NOT NULL, id integer NOT NULL, amount integer NOT NULL, PRIMARY KEY (created_at, id))`,
+      );
     }
     options.log(`  ${driver}: filling ${options.rows.toLocaleString('en-US')} events…`);
     if (driver === 'postgres') {
-      await ds.query(`INSERT INTO events_source SELECT ${createdAt(driver, 'g')}, g, g % 1000 FROM generate_series(1, $1) g`, [options.rows]);
+      await ds.query(`INSERT INTO events_source SELECT ${createdAt(driver, 'g')}, g, g % 1000 FROM generate_series(1, $1) g`, [
+        options.rows,
+      ]);
       await ds.query('ANALYZE events_source');
     } else if (driver === 'mysql') {
       await ds.query(`INSERT INTO events_source SELECT ${createdAt(driver, 'seq')}, seq, seq % 1000 FROM seq_1_to_${options.rows}`);
@@ -247,7 +350,9 @@ async function compositeCopy(driver: BenchDriver, options: PartitionsBenchOption
       },
       candidate: () =>
         commitsOf(libraryRuns, (commit) =>
-          eachBatch(ds, `events-${run}`, source, LIMIT, (items, tx) => insertRows(tx, driver, 'events_target', columns, items), { onProgress: commit }),
+          eachBatch(ds, `events-${run}`, source, LIMIT, (items, tx) => insertRows(tx, driver, 'events_target', columns, items), {
+            onProgress: commit,
+          }),
         ),
       baseline: () => commitsOf(loopRuns, handLoop),
     });
@@ -255,15 +360,28 @@ async function compositeCopy(driver: BenchDriver, options: PartitionsBenchOption
     const loopFlat = flatness(loopRuns.slice(1));
     const label = `${options.rows.toLocaleString('en-US')} rows [${driver}]`;
     const rowsOut = [
-      result(`composite-key (created_at, id) sqlSource copy vs keyset loop, ${label}`, pair.candidate, 'ms', pair.baseline, pair.ratio, { max: 1.1 }),
+      result(`composite-key (created_at, id) sqlSource copy vs keyset loop, ${label}`, pair.candidate, 'ms', pair.baseline, pair.ratio, {
+        max: 1.1,
+      }),
     ];
     if (driver === 'sqlite') {
       // SQLite's inserts into a growing table slow down by themselves: judged against the loop's own figure.
       rowsOut.push(
-        result(`composite-key flat cost (last ${WINDOW}/first ${WINDOW}) vs the keyset loop's, ${label}`, libraryFlat, 'ratio', loopFlat, libraryFlat / loopFlat, { max: 1.1 }),
+        result(
+          `composite-key flat cost (last ${WINDOW}/first ${WINDOW}) vs the keyset loop's, ${label}`,
+          libraryFlat,
+          'ratio',
+          loopFlat,
+          libraryFlat / loopFlat,
+          { max: 1.1 },
+        ),
       );
     } else {
-      rowsOut.push(result(`composite-key flat cost, last ${WINDOW}/first ${WINDOW} batches, ${label}`, libraryFlat, 'ratio', null, libraryFlat, { max: 1.2 }));
+      rowsOut.push(
+        result(`composite-key flat cost, last ${WINDOW}/first ${WINDOW} batches, ${label}`, libraryFlat, 'ratio', null, libraryFlat, {
+          max: 1.2,
+        }),
+      );
     }
     rowsOut.push(result(`keyset loop flat cost (reference), ${label}`, loopFlat, 'ratio', null, loopFlat, null));
     return rowsOut;

@@ -45,7 +45,9 @@ function run(command: string, args: string[]): Promise<string> {
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(' ')} failed (${code}): ${stderr}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(' ')} failed (${code}): ${stderr}`)),
+    );
   });
 }
 
@@ -88,7 +90,13 @@ const TABLE: Partial<Record<BenchDriver, string>> = {
     created_at datetime NOT NULL, active boolean NOT NULL, day date NOT NULL)`,
 };
 
-function unavailable(name: string, unit: string, baseline: number | null, target: Exclude<Target, null>, on: 'ratio' | 'value' = 'ratio'): BenchResult {
+function unavailable(
+  name: string,
+  unit: string,
+  baseline: number | null,
+  target: Exclude<Target, null>,
+  on: 'ratio' | 'value' = 'ratio',
+): BenchResult {
   const described = result(name, NaN, unit, baseline, null, target, on).target;
   return { name: `${name}: ${NOT_AVAILABLE}`, value: NaN, unit, baseline, ratio: null, target: described, ok: null };
 }
@@ -114,7 +122,8 @@ async function benchDriver(
       await clear();
       const stdout = await run(process.execPath, [worker, ...args]);
       const measured = JSON.parse(stdout.trim().split('\n').pop() as string) as Measurement;
-      if (measured.unavailable === undefined && measured.rows !== rows) throw new Error(`${args[0]} imported ${measured.rows} rows of ${rows}`);
+      if (measured.unavailable === undefined && measured.rows !== rows)
+        throw new Error(`${args[0]} imported ${measured.rows} rows of ${rows}`);
       return measured;
     };
     const rate = (measured: Measurement) => ((measured.rows as number) * 1000) / (measured.ms as number);
@@ -125,7 +134,9 @@ async function benchDriver(
     let missing: string | undefined;
     const baselineName = driver === 'postgres' ? 'psql \\copy' : 'raw better-sqlite3 insert loop';
     const typeormRows = Math.min(files.rows, options.typeormRows);
-    options.log(`  ${driver}: importFile into vs ${baselineName} vs repository.insert (${typeormRows.toLocaleString('en-US')} rows), ${options.repeats} rounds…`);
+    options.log(
+      `  ${driver}: importFile into vs ${baselineName} vs repository.insert (${typeormRows.toLocaleString('en-US')} rows), ${options.repeats} rounds…`,
+    );
     for (let round = 0; round < options.repeats; round++) {
       const measured = await child(['into', database.url, files.csv, String(CHUNK)], files.rows);
       if (measured.unavailable !== undefined) missing = measured.unavailable;
@@ -152,13 +163,21 @@ async function benchDriver(
     if (library.length === 0) {
       results.push(unavailable(vsBaseline, 'rows/s', base, { min: 0.8 }), unavailable(vsTypeorm, 'rows/s', orm, { min: 3 }));
       results.push(result(`repository.insert, typed rows [${driver}] (baseline alone)`, orm, 'rows/s', null, null, null));
-      results.push(unavailable(rss, 'MB', null, { max: RSS_LIMIT_MB }, 'value'), unavailable(rssGz, 'MB', null, { max: RSS_LIMIT_MB }, 'value'));
+      results.push(
+        unavailable(rss, 'MB', null, { max: RSS_LIMIT_MB }, 'value'),
+        unavailable(rssGz, 'MB', null, { max: RSS_LIMIT_MB }, 'value'),
+      );
       return results;
     }
     const value = median(library.map(rate));
     results.push(result(vsBaseline, value, 'rows/s', base, value / base, { min: 0.8 }));
     results.push(result(vsTypeorm, value, 'rows/s', orm, value / orm, { min: 3 }));
     results.push(result(rss, Math.max(...library.map((m) => m.maxRssMb)), 'MB', null, null, { max: RSS_LIMIT_MB }, 'value'));
+    // A resume of the import stopped at 90 %: pass 1 is only the digest, pass 2 goes on from the checkpoint.
+    const resumed = await child(['resume', database.url, files.csv, String(CHUNK)], files.rows);
+    const uninterrupted = median(library.map((m) => m.ms as number));
+    const resume = `importFile into, resuming the typed CSV ${options.sizeMb} MB at 90 % [${driver}]`;
+    results.push(result(resume, resumed.ms as number, 'ms', uninterrupted, (resumed.ms as number) / uninterrupted, { max: 0.2 }, 'ratio'));
     const gz = await child(['into', database.url, files.gz, String(CHUNK)], files.rows);
     if (gz.unavailable !== undefined) results.push(unavailable(rssGz, 'MB', null, { max: RSS_LIMIT_MB }, 'value'));
     else results.push(result(rssGz, gz.maxRssMb, 'MB', null, null, { max: RSS_LIMIT_MB }, 'value'));

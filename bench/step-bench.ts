@@ -68,9 +68,16 @@ async function benchDriver(driver: BenchDriver, options: StepBenchOptions): Prom
     });
     return [
       result(`step cache hit vs primary-key SELECT [${driver}]`, hit.candidate, 'µs/call', hit.baseline, hit.ratio, { max: 2 }),
-      result(`@Checkpointed call vs direct step call (hits) [${driver}]`, decorated.candidate, 'µs/call', decorated.baseline, decorated.ratio, {
-        max: 1.1,
-      }),
+      result(
+        `@Checkpointed call vs direct step call (hits) [${driver}]`,
+        decorated.candidate,
+        'µs/call',
+        decorated.baseline,
+        decorated.ratio,
+        {
+          max: 1.1,
+        },
+      ),
     ];
   } finally {
     await database.drop();

@@ -42,7 +42,10 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
 
     /** Rows written in the round: one per file, or the round does not count. */
     const checkRows = async (label: string) => {
-      const [row] = (await dataSource.query('SELECT COUNT(*) AS n, COUNT(DISTINCT file_index) AS d FROM bench_rows')) as { n: string; d: string }[];
+      const [row] = (await dataSource.query('SELECT COUNT(*) AS n, COUNT(DISTINCT file_index) AS d FROM bench_rows')) as {
+        n: string;
+        d: string;
+      }[];
       if (Number(row.n) !== files || Number(row.d) !== files) throw new Error(`${label}: ${row.n} rows for ${row.d} of ${files} files`);
     };
     const prepareLibrary = async () => {
@@ -102,7 +105,8 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
     // during the run (a shared machine) weighs on the library and the baselines alike.
     const modes = ['work', 'work-chunk', 'hand-loop'];
     const libraryPools = [];
-    for (const mode of modes) libraryPools.push(await startPool(mode, 'bench/workers/work-worker.ts', (w) => [mode, database.url, String(w)]));
+    for (const mode of modes)
+      libraryPools.push(await startPool(mode, 'bench/workers/work-worker.ts', (w) => [mode, database.url, String(w)]));
     log(`  graphile-worker (task inserts the row): starting ${workers} workers…`);
     const graphilePool = await workerPool('bench/workers/graphile-insert-worker.ts', (w) => [database.url, String(w)], workers, true);
     pools.push(graphilePool);
@@ -119,7 +123,11 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
       while (processed() < files) await new Promise((resolve) => setTimeout(resolve, 5));
       const rate = files / ((performance.now() - started) / 1000);
       await meter();
-      checkExactlyOnce('graphile-worker', graphilePool.children.flatMap((child, w) => okIndexes(child.lines, marks[w])), files);
+      checkExactlyOnce(
+        'graphile-worker',
+        graphilePool.children.flatMap((child, w) => okIndexes(child.lines, marks[w])),
+        files,
+      );
       await checkRows('graphile-worker');
       return rate;
     };
@@ -143,12 +151,16 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
         bossRates.push(rates[4]);
       }
       const names = [...modes, 'graphile-worker', 'pg-boss'];
-      log(`  round ${round + 1}/${rounds}${measured ? '' : ' (warm-up)'}: ${names.map((name, i) => `${name} ${Math.round(rates[i])}`).join(', ')} files/s`);
+      log(
+        `  round ${round + 1}/${rounds}${measured ? '' : ' (warm-up)'}: ${names.map((name, i) => `${name} ${Math.round(rates[i])}`).join(', ')} files/s`,
+      );
     }
     for (const [label, cpu] of Object.entries(cpuPerFile)) {
       const node = median(cpu.node);
       const server = median(cpu.server);
-      log(`  CPU per file, median of rounds, ${label}: Node ${node.toFixed(3)} ms + PostgreSQL backends ${server.toFixed(3)} ms = ${(node + server).toFixed(3)} ms`);
+      log(
+        `  CPU per file, median of rounds, ${label}: Node ${node.toFixed(3)} ms + PostgreSQL backends ${server.toFixed(3)} ms = ${(node + server).toFixed(3)} ms`,
+      );
     }
     for (const pool of [...libraryPools, graphilePool, bossPool]) await pool.close();
     await utils.release();
@@ -181,13 +193,52 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
 
     const label = `${files.toLocaleString('en-US')} files, ${workers} workers, one row per file, 0 duplicates [postgres]`;
     return [
-      result(`work() defaults vs graphile-worker 0.17 (local queue 10, task inserts the row), ${label}`, workDefault, 'files/s', graphile, workDefault / graphile, { min: 1 }),
-      result(`work() defaults vs pg-boss 10 (batch 10, handler inserts the row), ${label}`, workDefault, 'files/s', pgBoss, workDefault / pgBoss, { min: 1 }),
-      result(`work({ commitEvery: 10 }) vs graphile-worker 0.17 (same), ${label}`, workChunk, 'files/s', graphile, workChunk / graphile, { min: 2 }),
+      result(
+        `work() defaults vs graphile-worker 0.17 (local queue 10, task inserts the row), ${label}`,
+        workDefault,
+        'files/s',
+        graphile,
+        workDefault / graphile,
+        { min: 1 },
+      ),
+      result(
+        `work() defaults vs pg-boss 10 (batch 10, handler inserts the row), ${label}`,
+        workDefault,
+        'files/s',
+        pgBoss,
+        workDefault / pgBoss,
+        { min: 1 },
+      ),
+      result(`work({ commitEvery: 10 }) vs graphile-worker 0.17 (same), ${label}`, workChunk, 'files/s', graphile, workChunk / graphile, {
+        min: 2,
+      }),
       result(`work({ commitEvery: 10 }) vs pg-boss 10 (same), ${label}`, workChunk, 'files/s', pgBoss, workChunk / pgBoss, { min: 2 }),
-      result(`work() defaults vs the hand-written loop (claimNext(10) + processFile), ${label}`, workDefault, 'files/s', handLoop, workDefault / handLoop, { min: 1 }),
-      result(`wake-up latency p50, register → handler start, idle worker with pollMs 5000 [postgres]`, percentile(latencies, 50), 'ms', null, null, { max: 20 }, 'value'),
-      result(`wake-up latency p99, register → handler start, idle worker with pollMs 5000 [postgres]`, percentile(latencies, 99), 'ms', null, null, { max: 100 }, 'value'),
+      result(
+        `work() defaults vs the hand-written loop (claimNext(10) + processFile), ${label}`,
+        workDefault,
+        'files/s',
+        handLoop,
+        workDefault / handLoop,
+        { min: 1 },
+      ),
+      result(
+        `wake-up latency p50, register → handler start, idle worker with pollMs 5000 [postgres]`,
+        percentile(latencies, 50),
+        'ms',
+        null,
+        null,
+        { max: 20 },
+        'value',
+      ),
+      result(
+        `wake-up latency p99, register → handler start, idle worker with pollMs 5000 [postgres]`,
+        percentile(latencies, 99),
+        'ms',
+        null,
+        null,
+        { max: 100 },
+        'value',
+      ),
     ];
   } finally {
     for (const pool of pools) for (const child of pool.children) child.process.kill('SIGKILL');

@@ -4,6 +4,7 @@ import { bigintNumber } from './bigint-number';
 /** A digest-guarded import: which source bytes it is bound to and how far it has committed. */
 @Entity('checkpoint_imports')
 export class ImportJob {
+  /** The import batch id. */
   @PrimaryColumn({ type: 'varchar', length: 255 })
   id!: string;
 
@@ -11,6 +12,7 @@ export class ImportJob {
   @Column({ type: 'varchar', length: 64 })
   digest!: string;
 
+  /** Index of the first source row not yet committed: where the next chunk must start. */
   @Column({ name: 'next_index', type: 'bigint', transformer: bigintNumber })
   nextIndex!: number;
 
@@ -18,6 +20,7 @@ export class ImportJob {
   @Column({ name: 'total_rows', type: 'bigint', nullable: true, transformer: bigintNumber })
   totalRows!: number | null;
 
+  /** Time of the latest commit (epoch ms); null for a batch made before it was kept. */
   @Column({ name: 'updated_at', type: 'bigint', nullable: true, transformer: bigintNumber })
   updatedAt!: number | null;
 
@@ -35,6 +38,26 @@ export class ImportJob {
   @Column({ type: 'bigint', nullable: true, transformer: bigintNumber })
   chunks!: number | null;
 
+  /** When the import began (epoch ms); null for a batch made before it was kept. */
   @Column({ name: 'started_at', type: 'bigint', nullable: true, transformer: bigintNumber })
   startedAt!: number | null;
+
+  /** `'active'`, `'paused'` or `'cancelled'` (see `pause`, `resume`, `cancel`). */
+  @Column({ type: 'varchar', length: 16, default: 'active' })
+  state!: string;
+
+  /** Milliseconds the import spent waiting on a `throttle`, over every run. */
+  @Column({ name: 'throttled_ms', type: 'bigint', default: 0, transformer: bigintNumber })
+  throttledMs!: number;
+
+  /** While a loop of the import waits on its throttle (a wait over a second), when the wait ends (epoch ms); null otherwise. */
+  @Column({ name: 'throttled_until', type: 'bigint', nullable: true, transformer: bigintNumber })
+  throttledUntil!: number | null;
+
+  /**
+   * The options hash of the pass 1 that validated the batch's file; a resume of the same file with
+   * the same options skips validation. Null when pass 2 needs pass 1 again (or before it was kept).
+   */
+  @Column({ name: 'validated_options', type: 'varchar', length: 64, nullable: true })
+  validatedOptions!: string | null;
 }

@@ -4,6 +4,7 @@ import { bigintNumber } from './bigint-number';
 /** A source row an import with `invalid: 'skip'` left out, committed with the chunk it belongs to. */
 @Entity('checkpoint_import_rejects')
 export class ImportReject {
+  /** The import batch id the row was rejected from. */
   @PrimaryColumn({ type: 'varchar', length: 255 })
   batch!: string;
 
@@ -11,6 +12,7 @@ export class ImportReject {
   @PrimaryColumn({ name: 'row_index', type: 'bigint', transformer: bigintNumber })
   rowIndex!: number;
 
+  /** Why the row was rejected (the message an `INVALID_INPUT` error would have carried). */
   @Column({ type: 'text' })
   reason!: string;
 

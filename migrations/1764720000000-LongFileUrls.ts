@@ -110,7 +110,11 @@ async function fillUrlHashes(queryRunner: QueryRunner): Promise<void> {
  * Gives `file_url` a new length in place, rows kept (TypeORM's changeColumn drops and re-adds a
  * column whose length changes on PostgreSQL and MySQL; on SQLite it copies the table).
  */
-async function resizeUrl(queryRunner: QueryRunner, text: (column: TableColumnOptions) => TableColumnOptions, length: string): Promise<void> {
+async function resizeUrl(
+  queryRunner: QueryRunner,
+  text: (column: TableColumnOptions) => TableColumnOptions,
+  length: string,
+): Promise<void> {
   const type = queryRunner.connection.options.type;
   const column = text({ name: 'file_url', type: 'varchar', length });
   if (type === 'postgres') {

@@ -16,7 +16,8 @@ export class DashboardSearchIndexes1765065600000 implements MigrationInterface {
 
   async up(queryRunner: QueryRunner): Promise<void> {
     const table = await queryRunner.getTable('checkpoint_partitions');
-    if (table && !table.indices.some((index) => index.name === RANGE_STATUS.name)) await queryRunner.createIndex('checkpoint_partitions', RANGE_STATUS);
+    if (table && !table.indices.some((index) => index.name === RANGE_STATUS.name))
+      await queryRunner.createIndex('checkpoint_partitions', RANGE_STATUS);
     if (queryRunner.connection.options.type !== 'postgres' || !(await queryRunner.hasTable('file_checkpoints'))) return;
     // Asked first: a failed CREATE EXTENSION would abort the migration's transaction.
     const [trigrams] = (await queryRunner.query(
@@ -33,6 +34,7 @@ export class DashboardSearchIndexes1765065600000 implements MigrationInterface {
     // The extension stays: other tables may use it.
     if (queryRunner.connection.options.type === 'postgres') await queryRunner.query(`DROP INDEX IF EXISTS "${URL_TRIGRAMS}"`);
     const table = await queryRunner.getTable('checkpoint_partitions');
-    if (table?.indices.some((index) => index.name === RANGE_STATUS.name)) await queryRunner.dropIndex('checkpoint_partitions', RANGE_STATUS.name!);
+    if (table?.indices.some((index) => index.name === RANGE_STATUS.name))
+      await queryRunner.dropIndex('checkpoint_partitions', RANGE_STATUS.name!);
   }
 }

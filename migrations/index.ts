@@ -8,6 +8,13 @@ import { ImportProgress1764979200000 } from './1764979200000-ImportProgress';
 import { DashboardSearchIndexes1765065600000 } from './1765065600000-DashboardSearchIndexes';
 import { ClaimOrderIndex1765152000000 } from './1765152000000-ClaimOrderIndex';
 import { CheaperFileUpdates1765238400000 } from './1765238400000-CheaperFileUpdates';
+import { ControlState1765324800000 } from './1765324800000-ControlState';
+import { FileControl1765411200000 } from './1765411200000-FileControl';
+import { DashboardScale1765497600000 } from './1765497600000-DashboardScale';
+import { JobTotals1765584000000 } from './1765584000000-JobTotals';
+import { Leases1765670400000 } from './1765670400000-Leases';
+import { ThrottledUntil1765756800000 } from './1765756800000-ThrottledUntil';
+import { ImportResume1765843200000 } from './1765843200000-ImportResume';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -21,4 +28,11 @@ export const checkpointMigrations = [
   DashboardSearchIndexes1765065600000,
   ClaimOrderIndex1765152000000,
   CheaperFileUpdates1765238400000,
+  ControlState1765324800000,
+  FileControl1765411200000,
+  DashboardScale1765497600000,
+  JobTotals1765584000000,
+  Leases1765670400000,
+  ThrottledUntil1765756800000,
+  ImportResume1765843200000,
 ];

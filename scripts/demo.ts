@@ -84,9 +84,11 @@ async function recordsDemo(cwd: string, db: DataSource): Promise<void> {
   for (let i = 0; i < PRODUCTS; i++) {
     const day = String((i % 28) + 1).padStart(2, '0');
     // Every 5,000th row is broken: a price with three decimals, a 30th of February.
-    const price = i % 5000 === 17 ? '9.999' : ((i * 7) % 10000 / 100).toFixed(2);
+    const price = i % 5000 === 17 ? '9.999' : (((i * 7) % 10000) / 100).toFixed(2);
     const launched = i % 5000 === 42 ? '2024-02-30' : `2024-02-${day}`;
-    lines.push(`SKU-${i},${price},${i % 3 === 0 ? 'yes' : 'no'},${launched},2025-06-${day}T12:00:00.${String(i % 1000000).padStart(6, '0')}+02:00`);
+    lines.push(
+      `SKU-${i},${price},${i % 3 === 0 ? 'yes' : 'no'},${launched},2025-06-${day}T12:00:00.${String(i % 1000000).padStart(6, '0')}+02:00`,
+    );
   }
   writeFileSync(join(cwd, 'products.csv.gz'), gzipSync(`${lines.join('\n')}\n`));
   const args = ['import', 'products.csv.gz', '--batch', 'products', '--into', 'products', '--key', 'sku'];
@@ -98,7 +100,9 @@ async function recordsDemo(cwd: string, db: DataSource): Promise<void> {
   console.log(indent(await cli(cwd, [...args, '--skip-invalid', '--no-progress'])));
   console.log('\n   typeorm-checkpoint rejects products');
   console.log(indent(await cli(cwd, ['rejects', 'products'])));
-  const sample = (await db.query("SELECT sku, price, in_stock, launched, updated_at FROM products WHERE sku IN ('SKU-0', 'SKU-1')")) as unknown[];
+  const sample = (await db.query(
+    "SELECT sku, price, in_stock, launched, updated_at FROM products WHERE sku IN ('SKU-0', 'SKU-1')",
+  )) as unknown[];
   console.log('\n   Two rows as stored (timestamps in UTC with their microseconds, booleans as 1/0):');
   for (const row of sample) console.log(`    ${JSON.stringify(row)}`);
 }
@@ -146,7 +150,9 @@ async function main(): Promise<void> {
       let expected = 0;
       for (let i = 0; i < ROWS; i++) expected += (i * 37) % 1000;
       const ok = Number(check.n) === ROWS && Number(check.ids) === ROWS && Number(check.total) === expected;
-      console.log(`\n6. Check: ${check.n} rows, ${check.ids} distinct ids, sum of values ${check.total} (expected ${ROWS}, ${ROWS}, ${expected}): ${ok ? 'every row exactly once' : 'MISMATCH'}`);
+      console.log(
+        `\n6. Check: ${check.n} rows, ${check.ids} distinct ids, sum of values ${check.total} (expected ${ROWS}, ${ROWS}, ${expected}): ${ok ? 'every row exactly once' : 'MISMATCH'}`,
+      );
       if (!ok) process.exitCode = 1;
 
       await recordsDemo(cwd, db);

@@ -4,10 +4,11 @@ import { canonicalJson, type Json } from './core/json';
 import { step } from './jobs/step';
 import { activeDataSource, type Db, getDefaultDataSource, isEntityManager } from './core/transaction';
 
+/** Options of {@link Checkpointed}. */
 export interface CheckpointedOptions {
-  /** The step's name: fixed, or computed from the call's arguments (`this` is the instance). */
+  /** The step's name: fixed, or computed from the call's arguments (`this` is the instance). Default: `Class.method(<canonical JSON of each argument>)`. */
   name?: string | ((...args: any[]) => string);
-  /** The DataSource to use when no transaction is active in the async context; a getter is read on each call. */
+  /** The DataSource to use when no transaction is active in the async context; a getter is read on each call. Default: the instance's `dataSource` or `manager` property, then {@link setDefaultDataSource}'s. */
   dataSource?: DataSource | (() => DataSource);
 }
 
@@ -24,7 +25,8 @@ function resolveDb(instance: unknown, option: CheckpointedOptions['dataSource'],
   if (active) return active;
   const fromOption = typeof option === 'function' ? option() : option;
   if (fromOption !== undefined && fromOption !== null) {
-    if (!isDb(fromOption)) throw new InvalidArgumentError(`@Checkpointed: the dataSource option of ${stepName} is not a TypeORM DataSource.`);
+    if (!isDb(fromOption))
+      throw new InvalidArgumentError(`@Checkpointed: the dataSource option of ${stepName} is not a TypeORM DataSource.`);
     return fromOption;
   }
   if (typeof instance === 'object' && instance !== null) {
@@ -55,7 +57,9 @@ function copyFunctionMetadata(from: object, to: object): void {
  * Turns a method into a memoised step: calling it runs
  * `step(db, name, () => original.apply(this, args))`, so its result (which must be JSON) is
  * recorded in the same transaction as the writes it makes through `currentManager()`.
- * The default name is `Class.method(<canonical JSON of each argument>)`.
+ * The default name is `Class.method(<canonical JSON of each argument>)`. The DataSource is the active
+ * transaction's, else the option's, else the instance's, else the default; with none, the call rejects
+ * with `NO_DATA_SOURCE`. A result that is not JSON rejects with `NON_SERIALIZABLE`.
  */
 export function Checkpointed(options: CheckpointedOptions = {}): MethodDecorator {
   if (typeof options !== 'object' || options === null) {

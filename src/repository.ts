@@ -12,6 +12,7 @@ import { dataSourceOf, type Db, isEntityManager } from './core/transaction';
 
 /** The package's functions with the `Db` argument bound to the repository's manager. */
 export interface CheckpointRepositoryMethods {
+  /** {@link eachBatch} on the repository's manager. */
   eachBatch<T>(
     name: string,
     source: Source<T>,
@@ -19,7 +20,7 @@ export interface CheckpointRepositoryMethods {
     handler: (items: T[], tx: EntityManager) => unknown,
     options?: EachBatchOptions,
   ): Promise<EachBatchResult>;
-  /** Never joins a transaction: from a transaction's repository it is INVALID_ARGUMENT. */
+  /** {@link eachPartition} on the repository's manager; it never joins a transaction, so from a transaction's repository it throws `INVALID_ARGUMENT`. */
   eachPartition<T>(
     name: string,
     source: PartitionableSource<T>,
@@ -27,19 +28,27 @@ export interface CheckpointRepositoryMethods {
     handler: (items: T[], tx: EntityManager) => unknown,
     options?: EachPartitionOptions,
   ): Promise<EachPartitionResult>;
+  /** {@link retryDead} on the repository's manager. */
   retryDead(name: string): Promise<number>;
+  /** {@link listPartitions} on the repository's manager. */
   listPartitions(name: string): Promise<PartitionInfo[]>;
+  /** {@link step} on the repository's manager. */
   step<T extends Json>(name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T>;
+  /** {@link status} on the repository's manager. */
   status(name: string): Promise<Status | null>;
+  /** {@link reset} on the repository's manager. */
   reset(name: string): Promise<boolean>;
+  /** {@link list} on the repository's manager. */
   list(filter?: ListFilter): Promise<Status[]>;
 }
 
+/** What {@link getCheckpointRepository} returns: TypeORM's repository of {@link CheckpointJob} plus {@link CheckpointRepositoryMethods}. */
 export type CheckpointRepository = Repository<CheckpointJob> & CheckpointRepositoryMethods;
 
 /**
  * TypeORM's repository of `checkpoint_jobs`, extended with the job and step functions, for
  * services that inject repositories. From a transaction's manager, every call joins that transaction.
+ * Throws `INVALID_ARGUMENT` if the DataSource's entities lack {@link checkpointEntities}.
  */
 export function getCheckpointRepository(db: Db): CheckpointRepository {
   const dataSource = dataSourceOf(db);

@@ -20,7 +20,9 @@ describe('eachBatch with several processes on one job', function () {
       exits.forEach((exit, i) => expect(exit.code, children[i].stderr()).to.equal(0));
       await expectCopiedOnce(db.ds, job);
       // Which worker applied how many rows: printed, not asserted (scheduling decides).
-      const split = (await db.ds.query(sql('SELECT worker, COUNT(*) AS n FROM crash_dst WHERE job = ? GROUP BY worker'), [job])) as unknown[];
+      const split = (await db.ds.query(sql('SELECT worker, COUNT(*) AS n FROM crash_dst WHERE job = ? GROUP BY worker'), [
+        job,
+      ])) as unknown[];
       console.log(`      ${DRIVER}: rows per worker ${JSON.stringify(split)}`);
       expect(await count(db.ds, sql('SELECT COUNT(*) FROM crash_dst WHERE job = ?'), [job])).to.equal(10_000);
     });

@@ -1,14 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { DataSource, EntityManager } from 'typeorm';
-import {
-  Checkpointed,
-  currentManager,
-  NoDataSourceError,
-  runInTransaction,
-  setDefaultDataSource,
-  status,
-} from '../src';
+import { Checkpointed, currentManager, NoDataSourceError, runInTransaction, setDefaultDataSource, status } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
 import { expectCode, rejection } from './support/expect-code';
 import { createStepEffectsTable, effectsLabelled, StepEffect } from './fixtures/step-effect';
@@ -43,7 +36,11 @@ class Billing {
     return `closed ${month}`;
   }
 
-  @Checkpointed({ name: function (this: Billing, day: Date, region: string) { return `report:${region}:${day.toISOString().slice(0, 10)}:${this.calls}`; } })
+  @Checkpointed({
+    name: function (this: Billing, day: Date, region: string) {
+      return `report:${region}:${day.toISOString().slice(0, 10)}:${this.calls}`;
+    },
+  })
   async report(day: Date, region: string): Promise<{ region: string }> {
     this.calls += 1;
     await writeEffect(`report ${region}`);

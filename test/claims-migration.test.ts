@@ -6,6 +6,7 @@ import { LongFileUrls1764720000000 } from '../migrations/1764720000000-LongFileU
 import { DashboardIndexes1764892800000 } from '../migrations/1764892800000-DashboardIndexes';
 import { ClaimOrderIndex1765152000000 } from '../migrations/1765152000000-ClaimOrderIndex';
 import { CheaperFileUpdates1765238400000 } from '../migrations/1765238400000-CheaperFileUpdates';
+import { DashboardScale1765497600000 } from '../migrations/1765497600000-DashboardScale';
 import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
 
 const FUNCTIONS = [
@@ -58,6 +59,7 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     const indexed = new DashboardIndexes1764892800000();
     const ordered = new ClaimOrderIndex1765152000000();
     const cheaper = new CheaperFileUpdates1765238400000();
+    const scaled = new DashboardScale1765497600000();
     const migration = {
       up: async (runner: QueryRunner) => {
         await created.up(runner);
@@ -65,8 +67,10 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
         await indexed.up(runner);
         await ordered.up(runner);
         await cheaper.up(runner);
+        await scaled.up(runner);
       },
       down: async (runner: QueryRunner) => {
+        await scaled.down(runner);
         await cheaper.down(runner);
         await ordered.down(runner);
         await indexed.down(runner);
@@ -101,12 +105,15 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     const runner = ds.createQueryRunner();
     const manager = new CheckpointManager(ds);
     try {
-      // Migrations revert latest first: the one after it, then it.
+      // Migrations revert latest first: the ones after it, then it.
+      await new DashboardScale1765497600000().down(runner);
       await new CheaperFileUpdates1765238400000().down(runner);
       await upgraded.down(runner);
       expect((await runner.getTable('file_checkpoints'))!.findColumnByName('url_hash')).to.equal(undefined);
       await ds.query(
-        sql("INSERT INTO file_checkpoints (file_url, file_type, file_timestamp, status, created_at) VALUES (?, 't', 5, 'pending', 1), (?, 't', 6, 'failed', 2)"),
+        sql(
+          "INSERT INTO file_checkpoints (file_url, file_type, file_timestamp, status, created_at) VALUES (?, 't', 5, 'pending', 1), (?, 't', 6, 'failed', 2)",
+        ),
         ['old/é.csv', 'old/failed.csv'],
       );
       await upgraded.up(runner);
@@ -115,6 +122,7 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
       await new DashboardIndexes1764892800000().up(runner);
       await new ClaimOrderIndex1765152000000().up(runner);
       await new CheaperFileUpdates1765238400000().up(runner);
+      await new DashboardScale1765497600000().up(runner);
       expect(await fileCheckpointDiff(ds)).to.deep.equal([]);
       if (DRIVER === 'postgres') {
         // The URL search's table is filled from the rows already there.
@@ -126,7 +134,8 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
       expect(kept.createdAt.getTime()).to.equal(1);
       expect(await manager.requeue('old/failed.csv')).to.equal(true);
       expect((await manager.claimNext(10, { fileType: 't' })).map((f) => f.fileUrl)).to.deep.equal(['old/é.csv', 'old/failed.csv']);
-      for (const url of ['old/é.csv', 'old/failed.csv']) await manager.completeFile(url, { totalRows: 1, filteredRows: 0, persistedRows: 1, durationMs: 0 });
+      for (const url of ['old/é.csv', 'old/failed.csv'])
+        await manager.completeFile(url, { totalRows: 1, filteredRows: 0, persistedRows: 1, durationMs: 0 });
       expect(await manager.isProcessed('old/é.csv')).to.equal(true);
       await ds.query(sql('DELETE FROM file_checkpoints WHERE file_type = ?'), ['t']);
     } finally {
@@ -141,7 +150,9 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     const long = [`s3://bucket/${'k'.repeat(2036)}`, `s3://bucket/${'日本語'.repeat(1361)}`, `s3://${'🚀'.repeat(2043)}`, 'x'.repeat(4096)];
     // Two URLs that differ only in their last character stay two files.
     long.push(`${long[1].slice(0, -1)}x`);
-    expect(await manager.register(long.map((fileUrl) => ({ fileUrl, fileType: 'long-url', fileTimestamp: new Date(3) })))).to.equal(long.length);
+    expect(await manager.register(long.map((fileUrl) => ({ fileUrl, fileType: 'long-url', fileTimestamp: new Date(3) })))).to.equal(
+      long.length,
+    );
     const claimed = await manager.claimNext(10, { fileType: 'long-url' });
     expect(claimed.map((f) => f.fileUrl).sort()).to.deep.equal([...long].sort());
     await manager.heartbeat(long[1]);
@@ -151,17 +162,30 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
     for (const url of long) await manager.completeFile(url, { totalRows: 2, filteredRows: 0, persistedRows: 2, durationMs: 1 });
     for (const url of long) expect(await manager.get(url)).to.include({ fileUrl: url, status: 'completed', recordsTotal: 2 });
     expect(await manager.get(`${long[1].slice(0, -1)}y`)).to.equal(null);
-    const work = [`s3://work/${'k'.repeat(2040)}`, `s3://work/${'日本語'.repeat(1360)}`, `s3://work/${'🚀'.repeat(2000)}`, `s3://work/${'ü'.repeat(4000)}`];
+    const work = [
+      `s3://work/${'k'.repeat(2040)}`,
+      `s3://work/${'日本語'.repeat(1360)}`,
+      `s3://work/${'🚀'.repeat(2000)}`,
+      `s3://work/${'ü'.repeat(4000)}`,
+    ];
     await manager.register(work.map((fileUrl) => ({ fileUrl, fileType: 'long-url-work', fileTimestamp: new Date(3) })));
-    const worker = manager.work(() => ({ totalRows: 1, filteredRows: 0, persistedRows: 1 }), { fileType: 'long-url-work', drain: true, commitEvery: 3 });
+    const worker = manager.work(() => ({ totalRows: 1, filteredRows: 0, persistedRows: 1 }), {
+      fileType: 'long-url-work',
+      drain: true,
+      commitEvery: 3,
+    });
     expect((await worker.done).processed).to.equal(work.length);
-    expect(await count(ds, sql("SELECT COUNT(*) FROM file_checkpoints WHERE file_type = 'long-url-work' AND status = 'completed'"))).to.equal(work.length);
+    expect(
+      await count(ds, sql("SELECT COUNT(*) FROM file_checkpoints WHERE file_type = 'long-url-work' AND status = 'completed'")),
+    ).to.equal(work.length);
   });
 
   if (DRIVER === 'postgres') {
     it('the SQL functions take long multibyte URLs', async () => {
       const url = `s3://functions/${'日本語'.repeat(1300)}`;
-      expect(await ds.query('SELECT claim_file_token($1, $2, $3, $4) AS token', [url, 'fn-long', new Date(0), 'py'])).to.deep.equal([{ token: '1' }]);
+      expect(await ds.query('SELECT claim_file_token($1, $2, $3, $4) AS token', [url, 'fn-long', new Date(0), 'py'])).to.deep.equal([
+        { token: '1' },
+      ]);
       expect(await ds.query('SELECT complete_file($1, 1::bigint, 1, 0, 1, 2) AS done', [url])).to.deep.equal([{ done: true }]);
       expect(await new CheckpointManager(ds).get(url)).to.include({ status: 'completed', processingTimeMs: 2 });
     });
@@ -171,7 +195,8 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
         Object.values(((await ds.query(text, parameters)) as Record<string, unknown>[])[0])[0];
       const untilLeaseExpired = async (fileUrl: string): Promise<void> => {
         while (
-          (await count(ds, 'SELECT COUNT(*) FROM file_checkpoints WHERE file_url = $1 AND lease_expires_at >= $2', [fileUrl, Date.now()])) > 0
+          (await count(ds, 'SELECT COUNT(*) FROM file_checkpoints WHERE file_url = $1 AND lease_expires_at >= $2', [fileUrl, Date.now()])) >
+          0
         ) {
           await pause(10);
         }
@@ -188,7 +213,13 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
         expect(await scalar('SELECT claim_file($1, $2, $3, $4)', ['fn/one.csv', 'events', ts, 'go-worker'])).to.equal(false);
         const row = (await manager.get('fn/one.csv'))!;
         expect(row).to.include({
-          fileType: 'events', status: 'processing', processedBy: 'py-worker', claimToken: 1, retryCount: 0, maxRetries: 3, errorMessage: null,
+          fileType: 'events',
+          status: 'processing',
+          processedBy: 'py-worker',
+          claimToken: 1,
+          retryCount: 0,
+          maxRetries: 3,
+          errorMessage: null,
         });
         expect(row.fileTimestamp.getTime()).to.equal(ts.getTime());
         expect(row.leaseExpiresAt!.getTime() - row.startedAt!.getTime()).to.equal(5 * 60 * 1000);
@@ -196,7 +227,12 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
 
         expect(await scalar('SELECT complete_file($1, $2, $3, $4, $5)', ['fn/one.csv', 9, 2, 7, 40])).to.equal(true);
         expect(await manager.get('fn/one.csv')).to.include({
-          status: 'completed', recordsTotal: 9, recordsFiltered: 2, recordsPersisted: 7, processingTimeMs: 40, leaseExpiresAt: null,
+          status: 'completed',
+          recordsTotal: 9,
+          recordsFiltered: 2,
+          recordsPersisted: 7,
+          processingTimeMs: 40,
+          leaseExpiresAt: null,
         });
         expect(await manager.isProcessed('fn/one.csv')).to.equal(true);
         expect(await scalar('SELECT complete_file($1, $2, $3, $4, $5)', ['fn/one.csv', 1, 1, 1, 1])).to.equal(false);
@@ -213,7 +249,9 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
         const before = await manager.get('fn/two.csv');
         expect(before).to.include({ status: 'processing', retryCount: 1, claimToken: 2, processedBy: 'py-worker' });
 
-        const lost = await manager.completeFile('fn/two.csv', { totalRows: 1, filteredRows: 0, persistedRows: 1, durationMs: 1 }).catch((e: unknown) => e);
+        const lost = await manager
+          .completeFile('fn/two.csv', { totalRows: 1, filteredRows: 0, persistedRows: 1, durationMs: 1 })
+          .catch((e: unknown) => e);
         expect(lost).to.be.instanceOf(CheckpointError);
         expect((lost as CheckpointError).code).to.equal('CLAIM_LOST');
         expect(await manager.get('fn/two.csv')).to.deep.equal(before);
@@ -244,7 +282,9 @@ describe(`file_checkpoints migration (${DRIVER})`, function () {
         expect((await manager.deadLetters()).map((r) => r.fileUrl)).to.include('fn/three.csv');
         expect(await manager.requeue('fn/three.csv')).to.equal(true);
         expect(await scalar('SELECT claim_file($1, $2, $3, $4)', ['fn/three.csv', 'fn', new Date(0), 'py-worker'])).to.equal(true);
-        expect(await count(ds, sql("SELECT COUNT(*) FROM file_checkpoints WHERE file_url = ? AND status = 'processing'"), ['fn/three.csv'])).to.equal(1);
+        expect(
+          await count(ds, sql("SELECT COUNT(*) FROM file_checkpoints WHERE file_url = ? AND status = 'processing'"), ['fn/three.csv']),
+        ).to.equal(1);
       });
     });
   }

@@ -59,7 +59,9 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
     const held = new Map<string, { token: number; worker: string }>();
     const kills: string[] = [];
     const claimsOf = async (worker: string) =>
-      (await ds.query(sql("SELECT file_url, claim_token FROM file_checkpoints WHERE status = 'processing' AND processed_by = ?"), [worker])) as {
+      (await ds.query(sql("SELECT file_url, claim_token FROM file_checkpoints WHERE status = 'processing' AND processed_by = ?"), [
+        worker,
+      ])) as {
         file_url: string;
         claim_token: number | string;
       }[];
@@ -91,7 +93,9 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
         let busy = 0;
         for (;;) {
           const holders = (await ds.query(
-            sql("SELECT processed_by AS worker, COUNT(*) AS n FROM file_checkpoints WHERE status = 'processing' GROUP BY processed_by ORDER BY COUNT(*) DESC"),
+            sql(
+              "SELECT processed_by AS worker, COUNT(*) AS n FROM file_checkpoints WHERE status = 'processing' GROUP BY processed_by ORDER BY COUNT(*) DESC",
+            ),
           )) as { worker: string; n: number | string }[];
           const live = holders.map((row) => children.findIndex((child) => ids.get(child) === row.worker)).find((c) => c >= 0);
           if (live !== undefined) {
@@ -126,7 +130,8 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
       }
       for (const child of children) child.process.kill('SIGTERM');
       const results = await Promise.all(children.map((child) => child.waitForLine((line) => line.startsWith('result '))));
-      for (const line of results) expect(JSON.parse(line.slice('result '.length))).to.have.keys('processed', 'failed', 'claimLost', 'elapsedMs');
+      for (const line of results)
+        expect(JSON.parse(line.slice('result '.length))).to.have.keys('processed', 'failed', 'cancelled', 'claimLost', 'elapsedMs');
       for (const child of children) expect((await child.exited).code).to.equal(0);
     } finally {
       for (const child of all) await kill(child);
@@ -134,7 +139,10 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
 
     // Every file's row exactly once when completed, never for a dead letter.
     const written = new Map<string, number>();
-    for (const { file_url: url, n } of (await ds.query('SELECT file_url, COUNT(*) AS n FROM work_rows GROUP BY file_url')) as { file_url: string; n: string }[]) {
+    for (const { file_url: url, n } of (await ds.query('SELECT file_url, COUNT(*) AS n FROM work_rows GROUP BY file_url')) as {
+      file_url: string;
+      n: string;
+    }[]) {
       written.set(url, Number(n));
     }
     const rows = (await ds.query('SELECT file_url, status, retry_count, error_message, claim_token FROM file_checkpoints')) as Row[];
@@ -170,7 +178,10 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
     expect(held.size, kills.join('; ')).to.be.greaterThan(0);
     const byUrl = new Map(rows.map((row) => [row.file_url, row]));
     const writers = new Map<string, string>();
-    for (const { file_url: url, worker } of (await ds.query('SELECT file_url, worker FROM work_rows')) as { file_url: string; worker: string }[]) {
+    for (const { file_url: url, worker } of (await ds.query('SELECT file_url, worker FROM work_rows')) as {
+      file_url: string;
+      worker: string;
+    }[]) {
       writers.set(url, worker);
     }
     let reclaimed = 0;
@@ -181,7 +192,8 @@ describe(`manager.work() across worker processes with SIGKILLs (${DRIVER})`, fun
         reclaimed += 1;
       } else {
         expect(Number(row.claim_token), url).to.equal(token);
-        const settledByVictim = row.status === 'completed' ? { status: 'completed', writer: worker } : { status: 'failed', writer: undefined };
+        const settledByVictim =
+          row.status === 'completed' ? { status: 'completed', writer: worker } : { status: 'failed', writer: undefined };
         expect({ status: row.status, writer: writers.get(url) }, url).to.deep.equal(settledByVictim);
       }
     }

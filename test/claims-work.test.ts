@@ -147,9 +147,14 @@ describe(`manager.work() (${DRIVER})`, function () {
         { fileType: 'beat', batchSize: 3, drain: true },
       );
       await until(async () => started.length === 1);
-      const [taken, kept] = files('beat', 3).filter((file) => file.fileUrl !== started[0]).map((file) => file.fileUrl);
+      const [taken, kept] = files('beat', 3)
+        .filter((file) => file.fileUrl !== started[0])
+        .map((file) => file.fileUrl);
       // A takeover moves the token on and holds a lease of its own, as another worker's claim after an expired lease would.
-      await ds.query(sql('UPDATE file_checkpoints SET claim_token = claim_token + 1, lease_expires_at = ? WHERE file_url = ?'), [Date.now() + 3_600_000, taken]);
+      await ds.query(sql('UPDATE file_checkpoints SET claim_token = claim_token + 1, lease_expires_at = ? WHERE file_url = ?'), [
+        Date.now() + 3_600_000,
+        taken,
+      ]);
       const lease = async () => Number((await manager.get(kept))!.leaseExpiresAt!.getTime());
       const before = await lease();
       // A heartbeat after the takeover: the kept file's lease moves on in the same statement that finds the taken one gone.
@@ -257,13 +262,17 @@ describe(`manager.work() (${DRIVER})`, function () {
     );
     expect(await second.done).to.include({ processed: 6, failed: 0 });
     // Two transactions of three files each.
-    expect(cleanProgress.map((p) => [p.batches, p.items])).to.deep.equal([[1, 3], [2, 6]]);
-    for (const file of clean) expect(await manager.get(file.fileUrl)).to.include({ status: 'completed', processingTimeMs: 7, recordsTotal: 1 });
+    expect(cleanProgress.map((p) => [p.batches, p.items])).to.deep.equal([
+      [1, 3],
+      [2, 6],
+    ]);
+    for (const file of clean)
+      expect(await manager.get(file.fileUrl)).to.include({ status: 'completed', processingTimeMs: 7, recordsTotal: 1 });
   });
 
   // SQLite: the chunk's transaction holds the write lock, so no other party can take a file over meanwhile.
   if (DRIVER !== 'sqlite') {
-      it('commitEvery: a chunk whose claim was lost commits nothing of it; the others commit one by one', async () => {
+    it('commitEvery: a chunk whose claim was lost commits nothing of it; the others commit one by one', async () => {
       const manager = new CheckpointManager(ds, { leaseMs: 60_000 });
       const chunk = files('lost-chunk', 3);
       await manager.register(chunk);
@@ -272,7 +281,9 @@ describe(`manager.work() (${DRIVER})`, function () {
           // Another party takes the second file away while the chunk runs (requeue after a failure is
           // not possible on a processing row, so fence it the way a takeover does: a new claim).
           if (file.fileUrl === chunk[2].fileUrl) {
-            await ds.query(sql("UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ? AND status = 'processing'"), [chunk[1].fileUrl]);
+            await ds.query(sql("UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ? AND status = 'processing'"), [
+              chunk[1].fileUrl,
+            ]);
           }
           await tx!.query(insert, [file.fileUrl, file.claimToken]);
           return STATS;
@@ -289,9 +300,13 @@ describe(`manager.work() (${DRIVER})`, function () {
   it('refuses bad options with INVALID_ARGUMENT', () => {
     const manager = new CheckpointManager(ds);
     for (const options of [{ concurrency: 0 }, { batchSize: -1 }, { commitEvery: 1.5 }, { pollMs: -1 }, { drain: 'yes' }]) {
-      expect(() => manager.work(() => STATS, options as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
+      expect(() => manager.work(() => STATS, options as never))
+        .to.throw()
+        .with.property('code', 'INVALID_ARGUMENT');
     }
-    expect(() => manager.work('handler' as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
+    expect(() => manager.work('handler' as never))
+      .to.throw()
+      .with.property('code', 'INVALID_ARGUMENT');
   });
 
   if (DRIVER === 'postgres') {
@@ -300,7 +315,8 @@ describe(`manager.work() (${DRIVER})`, function () {
       try {
         const manager = new CheckpointManager(single);
         await manager.register(files('unflushed', 2));
-        const setting = async (db: { query(sql: string): Promise<{ synchronous_commit: string }[]> }) => (await db.query('SHOW synchronous_commit'))[0].synchronous_commit;
+        const setting = async (db: { query(sql: string): Promise<{ synchronous_commit: string }[]> }) =>
+          (await db.query('SHOW synchronous_commit'))[0].synchronous_commit;
         expect(await manager.claimNext(1, { fileType: 'unflushed' })).to.have.length(1);
         expect(await setting(single)).to.equal('on');
         await single.transaction(async (tx) => {
@@ -339,7 +355,9 @@ describe(`manager.work() (${DRIVER})`, function () {
         expect(completions.some(({ query }) => !chunked(query))).to.equal(true);
         expect(completions.some(({ query }) => chunked(query))).to.equal(true);
         for (const { query, parameters } of completions) {
-          const plan = ((await observed.query(`EXPLAIN ${query}`, parameters)) as { 'QUERY PLAN': string }[]).map((row) => row['QUERY PLAN']).join('\n');
+          const plan = ((await observed.query(`EXPLAIN ${query}`, parameters)) as { 'QUERY PLAN': string }[])
+            .map((row) => row['QUERY PLAN'])
+            .join('\n');
           expect(plan).to.not.include('IDX_file_checkpoints_open_status');
           expect(plan).to.match(/Index Cond: \(+url_hash\)::text = /);
         }
@@ -415,7 +433,7 @@ describe(`manager.work() (${DRIVER})`, function () {
   describe("a slot's transactions one after another", () => {
     const effects = (fileUrl: string) => count(ds, sql('SELECT COUNT(*) FROM work_effects WHERE file_url = ?'), [fileUrl]);
 
-    it('a completion refused with CLAIM_LOST rolls the handler\'s writes back; the next file runs in a clean transaction of its own', async () => {
+    it("a completion refused with CLAIM_LOST rolls the handler's writes back; the next file runs in a clean transaction of its own", async () => {
       const manager = new CheckpointManager(ds, { leaseMs: 60_000 });
       const queue = files('lost-one', 3);
       await manager.register(queue);
@@ -425,7 +443,9 @@ describe(`manager.work() (${DRIVER})`, function () {
           await tx!.query(insert, [file.fileUrl, file.claimToken]);
           if (file.fileUrl === queue[1].fileUrl) {
             // Another party fences this claim off while the handler runs (as a takeover would).
-            await ds.query(sql("UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ? AND status = 'processing'"), [file.fileUrl]);
+            await ds.query(sql("UPDATE file_checkpoints SET claim_token = claim_token + 1 WHERE file_url = ? AND status = 'processing'"), [
+              file.fileUrl,
+            ]);
           }
           // TypeORM sees a transaction, the async context binds it, and a nested transaction is a savepoint of it.
           await tx!.transaction((inner) => inner.query(insert, [`${file.fileUrl}#nested`, file.claimToken]));
@@ -513,14 +533,16 @@ describe(`manager.work() (${DRIVER})`, function () {
             query === 'SET LOCAL synchronous_commit = off' ||
             (query.startsWith('WITH changed AS') && query.includes("set_config('synchronous_commit', 'off', true)"));
           expect(sent.filter(unflushed)).to.have.length(6);
-          expect(((await single.query('SHOW synchronous_commit')) as { synchronous_commit: string }[])[0].synchronous_commit).to.equal('on');
+          expect(((await single.query('SHOW synchronous_commit')) as { synchronous_commit: string }[])[0].synchronous_commit).to.equal(
+            'on',
+          );
           for (const file of queue) expect(await effects(file.fileUrl)).to.equal(1);
         } finally {
           await single.destroy();
         }
       });
 
-      it('files that follow one another cost two round trips each: the handler\'s statement, and completion + COMMIT + next BEGIN', async () => {
+      it("files that follow one another cost two round trips each: the handler's statement, and completion + COMMIT + next BEGIN", async () => {
         const counted = await database.open();
         try {
           // Every statement or pipeline sent on a pooled connection of this DataSource (the listening
@@ -622,7 +644,8 @@ describe('manager.work() on the in-memory store', () => {
       { fileType: 'memory-stop', batchSize: 4 },
     );
     expect(await worker.done).to.include({ processed: 1 });
-    for (const file of queued.slice(1)) expect(await manager.get(file.fileUrl)).to.include({ status: 'pending', retryCount: 0, claimToken: 2 });
+    for (const file of queued.slice(1))
+      expect(await manager.get(file.fileUrl)).to.include({ status: 'pending', retryCount: 0, claimToken: 2 });
 
     let started: (url: string) => void = () => undefined;
     const idle = manager.work(

@@ -38,7 +38,9 @@ describe(`file claims across worker processes (${DRIVER})`, function () {
   before(async () => {
     database = await createTestDatabase('claims_workers');
     ds = await database.open();
-    await ds.query('CREATE TABLE claim_effects (file_url varchar(768) NOT NULL, worker varchar(255) NOT NULL, claim_token bigint NOT NULL)');
+    await ds.query(
+      'CREATE TABLE claim_effects (file_url varchar(768) NOT NULL, worker varchar(255) NOT NULL, claim_token bigint NOT NULL)',
+    );
     await ds.query('CREATE TABLE claim_gate (opened integer NOT NULL)');
   });
   after(() => database.drop());
@@ -95,11 +97,13 @@ describe(`file claims across worker processes (${DRIVER})`, function () {
         processing: 0,
         completed: FILES + RACE_FILES,
         failed: 0,
+        cancelled: 0,
         deadLetters: 0,
         recordsTotal: 3 * FILES + RACE_FILES,
         recordsFiltered: FILES,
         recordsPersisted: 2 * FILES + RACE_FILES,
         processingTimeMs: FILES,
+        pausedTypes: [],
       });
       for (const child of children) expect((await child.exited).code).to.equal(0);
     } finally {

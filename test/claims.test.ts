@@ -268,7 +268,12 @@ describe(`CheckpointManager (${DRIVER})`, function () {
         expect(await holder.claimFile(fileUrl, 'events', TS)).to.equal(true);
         await untilLeaseExpired(fileUrl);
         expect(await manager().claimFile(fileUrl, 'events', TS)).to.equal(false);
-        expect(await manager().get(fileUrl)).to.include({ status: 'failed', errorMessage: 'lease expired', leaseExpiresAt: null, retryCount: 0 });
+        expect(await manager().get(fileUrl)).to.include({
+          status: 'failed',
+          errorMessage: 'lease expired',
+          leaseExpiresAt: null,
+          retryCount: 0,
+        });
         expect((await manager().deadLetters()).map((r) => r.fileUrl)).to.include(fileUrl);
         await rejection(holder.completeFile(fileUrl, STATS), 'CLAIM_LOST');
 
@@ -381,7 +386,13 @@ describe(`CheckpointManager (${DRIVER})`, function () {
         expect(await worker.register(files)).to.equal(3);
         expect(await worker.register(files)).to.equal(0);
         expect(await worker.register([])).to.equal(0);
-        expect(await worker.get(files[0].fileUrl)).to.include({ status: 'pending', claimToken: 0, retryCount: 0, maxRetries: 1, processedBy: null });
+        expect(await worker.get(files[0].fileUrl)).to.include({
+          status: 'pending',
+          claimToken: 0,
+          retryCount: 0,
+          maxRetries: 1,
+          processedBy: null,
+        });
 
         const other = `other-${run}`;
         await worker.register([{ fileUrl: url('other.csv'), fileType: other, fileTimestamp: TS }]);
@@ -438,11 +449,13 @@ describe(`CheckpointManager (${DRIVER})`, function () {
             processing: base.processing + 1,
             completed: base.completed + 2,
             failed: base.failed + 2,
+            cancelled: base.cancelled,
             deadLetters: base.deadLetters + 1,
             recordsTotal: base.recordsTotal + 12,
             recordsFiltered: base.recordsFiltered + 3,
             recordsPersisted: base.recordsPersisted + 9,
             processingTimeMs: base.processingTimeMs + 30,
+            pausedTypes: [],
           });
         } finally {
           await local?.drop();
@@ -470,7 +483,11 @@ describe(`CheckpointManager (${DRIVER})`, function () {
         ['string limit', () => m().claimNext('3' as unknown as number)],
         ['non-string fileType filter', () => m().claimNext(1, { fileType: 7 as unknown as string })],
         ['files not an array', () => m().register('x' as unknown as [])],
-        ['file without url', () => m().register([{ fileType: 't', fileTimestamp: TS } as unknown as { fileUrl: string; fileType: string; fileTimestamp: Date }])],
+        [
+          'file without url',
+          () =>
+            m().register([{ fileType: 't', fileTimestamp: TS } as unknown as { fileUrl: string; fileType: string; fileTimestamp: Date }]),
+        ],
         ['processFile without fn', () => m().processFile('u', 't', TS, undefined as unknown as () => typeof STATS)],
         ['non-string url for get', () => m().get(undefined as unknown as string)],
       ];
@@ -570,7 +587,10 @@ describe(`CheckpointManager (${DRIVER})`, function () {
           await manager.completeFile(b, STATS);
           // Inside processFile's transaction the failed completion rolls back; the retry prepares it again.
           await single.query('DEALLOCATE ALL');
-          await rejection(manager.processFile(a, 't', TS, () => STATS), 'STORE_UNAVAILABLE');
+          await rejection(
+            manager.processFile(a, 't', TS, () => STATS),
+            'STORE_UNAVAILABLE',
+          );
           expect(await manager.get(a)).to.include({ status: 'failed' });
           expect((await manager.processFile(a, 't', TS, () => STATS)).claimed).to.equal(true);
           expect(await manager.claimFile(c, 't', TS)).to.equal(true);

@@ -96,7 +96,11 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
         // The same bytes read as JSON are not valid input.
         cliJson(['import', csvAsText, '--batch', 'fmt-wrong', '--format', 'json', ...db]),
       ]);
-      for (const [run, batch] of [[a, 'fmt-ndjson'], [b, 'fmt-json'], [c, 'fmt-csv']] as const) {
+      for (const [run, batch] of [
+        [a, 'fmt-ndjson'],
+        [b, 'fmt-json'],
+        [c, 'fmt-csv'],
+      ] as const) {
         expect(run.code, run.stderr).to.equal(0);
         expect(run.json).to.include({ ok: true, done: true, nextIndex: 5 });
         expect(await storedRows(batch)).to.deep.equal(rows);
@@ -120,9 +124,20 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
     it('draws a live progress bar (rows, rows/s, ETA) when run on a TTY', async () => {
       const path = file('tty.csv', csv(sampleRows(1000)));
       const command = [
-        process.execPath, ...TYPESCRIPT_NODE_ARGS, join(ROOT, CLI),
-        'import', path, '--batch', 'tty', '--size', '100', '--db', database.url,
-      ].map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(' ');
+        process.execPath,
+        ...TYPESCRIPT_NODE_ARGS,
+        join(ROOT, CLI),
+        'import',
+        path,
+        '--batch',
+        'tty',
+        '--size',
+        '100',
+        '--db',
+        database.url,
+      ]
+        .map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`)
+        .join(' ');
       // `script` runs the command on a pseudo-terminal, so stdout and stderr are TTYs.
       const child = spawn('script', ['-qec', command, '/dev/null'], {
         cwd: ROOT,
@@ -214,7 +229,13 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
 
   describe('status, list, reset', () => {
     before(async () => {
-      await eachBatch(database.ds, 'cli-job', (cursor) => ({ items: [1, 2, 3], next: cursor === null ? 1 : null }), 3, () => {});
+      await eachBatch(
+        database.ds,
+        'cli-job',
+        (cursor) => ({ items: [1, 2, 3], next: cursor === null ? 1 : null }),
+        3,
+        () => {},
+      );
       await step(database.ds, 'cli-step', () => ({ answer: 42 }));
       const path = file('listed.csv', csv(sampleRows(20, 'l')));
       expect((await cliJson(['import', path, '--batch', 'listed', '--size', '5', ...db])).code).to.equal(0);
@@ -233,7 +254,11 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       expect(stepped.json.job).to.deep.include({ name: 'cli-step', kind: 'step', done: true, value: { answer: 42 } });
       expect(batch.json).to.include({ ok: true, found: true, job: null });
       expect(batch.json.import).to.include({
-        batch: 'listed', digest: sha256(csv(sampleRows(20, 'l'))), nextIndex: 20, totalRows: 20, done: true,
+        batch: 'listed',
+        digest: sha256(csv(sampleRows(20, 'l'))),
+        nextIndex: 20,
+        totalRows: 20,
+        done: true,
       });
       expect(unknown.code).to.equal(0);
       expect(unknown.json).to.include({ ok: true, found: false, job: null, import: null });
@@ -290,8 +315,16 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       const [json, human] = await Promise.all([cliJson(['files', ...db]), cli(['files', ...db])]);
       expect(json.code).to.equal(0);
       expect(json.json).to.deep.include({
-        ok: true, pending: 1, processing: 0, completed: 1, failed: 1, deadLetters: 1,
-        recordsTotal: 10, recordsFiltered: 2, recordsPersisted: 8, processingTimeMs: 5,
+        ok: true,
+        pending: 1,
+        processing: 0,
+        completed: 1,
+        failed: 1,
+        deadLetters: 1,
+        recordsTotal: 10,
+        recordsFiltered: 2,
+        recordsPersisted: 8,
+        processingTimeMs: 5,
       });
       expect(human.code).to.equal(0);
       expect(human.stdout.join('\n')).to.include('dead letters 1');
@@ -303,7 +336,10 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
   describe('partitioned jobs', () => {
     it('status and list show a partitioned job with its ranges; retry-dead revives dead ranges; reset forgets the job and its ranges', async () => {
       await database.ds.query('CREATE TABLE cli_rows (id integer PRIMARY KEY)');
-      await database.ds.query(sql(`INSERT INTO cli_rows (id) VALUES ${Array.from({ length: 40 }, () => '(?)').join(', ')}`), Array.from({ length: 40 }, (_, i) => i + 1));
+      await database.ds.query(
+        sql(`INSERT INTO cli_rows (id) VALUES ${Array.from({ length: 40 }, () => '(?)').join(', ')}`),
+        Array.from({ length: 40 }, (_, i) => i + 1),
+      );
       const source = await sqlSource(database.ds, 'cli_rows', 'id');
       const failing = (items: Record<string, unknown>[]) => {
         if (items.some((item) => item.id === 35)) throw new Error('boom');
@@ -315,11 +351,21 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
         cli(['status', 'cli-ranges', ...db]),
         cliJson(['list', ...db]),
       ]);
-      expect(shown.json.job).to.deep.include({ kind: 'partitioned', done: false, items: 30, partitions: { pending: 0, running: 0, done: 3, dead: 1 } });
+      expect(shown.json.job).to.deep.include({
+        kind: 'partitioned',
+        done: false,
+        items: 30,
+        partitions: { pending: 0, running: 0, done: 3, dead: 1 },
+      });
       expect((shown.json.ranges as { status: string }[]).map((range) => range.status)).to.deep.equal(['done', 'done', 'done', 'dead']);
       expect(human.stdout.join('\n')).to.include('3 done, 0 running, 0 pending, 1 dead of 4 ranges').and.include('RANGE');
-      expect((listed.json.jobs as { name: string; partitions?: unknown }[]).find((job) => job.name === 'cli-ranges')!.partitions).to.deep.equal({
-        pending: 0, running: 0, done: 3, dead: 1,
+      expect(
+        (listed.json.jobs as { name: string; partitions?: unknown }[]).find((job) => job.name === 'cli-ranges')!.partitions,
+      ).to.deep.equal({
+        pending: 0,
+        running: 0,
+        done: 3,
+        dead: 1,
       });
       const overview = await cliJson(['status', ...db]);
       expect(overview.json.partitioned).to.deep.include({ total: 1, done: 0, items: 30 });
@@ -404,9 +450,11 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       // PostgreSQL/MySQL: nothing listens on port 1; SQLite: the database file's "directory" is a plain file.
       const blocker = file('not-a-directory', '');
       const unreachable =
-        DRIVER === 'postgres' ? 'postgres://postgres@127.0.0.1:1/none'
-        : DRIVER === 'mysql' ? 'mysql://root@127.0.0.1:1/none'
-        : `sqlite:${join(blocker, 'x.sqlite')}`;
+        DRIVER === 'postgres'
+          ? 'postgres://postgres@127.0.0.1:1/none'
+          : DRIVER === 'mysql'
+            ? 'mysql://root@127.0.0.1:1/none'
+            : `sqlite:${join(blocker, 'x.sqlite')}`;
       const [json, human] = await Promise.all([cliJson(['status', '--db', unreachable]), cli(['list', '--db', unreachable])]);
       expect(json.code).to.equal(1);
       expect(json.json).to.include({ ok: false, code: 'DATABASE_ERROR' });

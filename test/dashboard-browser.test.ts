@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
 import { DASHBOARD_BASE as BASE, useDashboardBrowser, visitLinks } from './support/browser';
-import { CheckpointManager, listPartitions } from '../src';
+import { CheckpointManager, eachBatch, listPartitions, type Source } from '../src';
 import { DRIVER, sql, useTestDatabase } from './support/database';
 import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS } from './support/dashboard-state';
 
@@ -121,7 +121,9 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
     const { page, problems } = await open('files?status=dead');
     await page.locator('tr', { hasText: HOSTILE.error }).getByRole('button', { name: 'Requeue' }).click();
     await page.waitForURL(`${dashboard.url}${BASE}files?status=dead`);
-    const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as { status: string }[];
+    const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as {
+      status: string;
+    }[];
     expect(rows[0].status).to.equal('pending');
     expect(await page.locator('main').innerText()).to.include('No files.');
     if (process.env.DASHBOARD_SCREENSHOT) {
@@ -130,11 +132,76 @@ describe(`dashboard in Chromium (${DRIVER})`, function () {
       await db.ds.query(sql('UPDATE file_checkpoints SET max_retries = 0 WHERE file_url = ?'), [state.deadUrl]);
       await manager.claimFile(state.deadUrl, 'csv', new Date(0));
       await manager.failFile(state.deadUrl, 'row 17: value is not an integer');
-      await manager.processFile('s3://bucket/done.csv', 'csv', new Date(0), () => ({ totalRows: 120, filteredRows: 3, persistedRows: 117 }));
+      await manager.processFile('s3://bucket/done.csv', 'csv', new Date(0), () => ({
+        totalRows: 120,
+        filteredRows: 3,
+        persistedRows: 117,
+      }));
       await page.goto(`${dashboard.url}${BASE}files`);
       mkdirSync('docs', { recursive: true });
       await page.screenshot({ path: 'docs/dashboard.png', fullPage: true });
     }
+    expect(problems).to.deep.equal([]);
+    await page.close();
+  });
+});
+
+describe(`dashboard in Chromium: pause and resume (${DRIVER})`, function () {
+  const db = useTestDatabase('dashboard_browser_control');
+  const JOB = 'nightly-backfill';
+
+  before(async () => {
+    await makeState(db.ds);
+    // A job of 24,000 items stopped after two batches of 1,000: the throttle asked before the
+    // second aborts the signal the loop checks before the third.
+    for (const name of [JOB, 'orders-reindex']) await stopAfterTwo(name);
+  });
+
+  async function stopAfterTwo(name: string): Promise<void> {
+    const controller = new AbortController();
+    const source: Source<number> = Object.assign(
+      (cursor: unknown) => {
+        const from = cursor === null ? 0 : Number(cursor);
+        return { items: Array.from({ length: 1000 }, (_, i) => from + i), next: from + 1000 };
+      },
+      { total: () => Promise.resolve(24_000) },
+    );
+    const result = await eachBatch(db.ds, name, source, 1000, () => undefined, {
+      signal: controller.signal,
+      throttle: ({ batches }) => {
+        if (batches === 1) controller.abort();
+        return 0;
+      },
+    });
+    expect(result).to.include({ stopped: 'signal', done: false });
+  }
+
+  const dashboard = useDashboardBrowser(() => db.ds);
+
+  it('a click on Pause shows the paused badge and Resume; a click on Resume makes it running again', async () => {
+    const { page, problems } = await dashboard.open('jobs');
+    const row = page.locator('tbody tr', { hasText: JOB });
+    expect(await row.locator('.state').first().innerText()).to.equal('running');
+    expect(await row.getByRole('button', { name: 'Resume' }).count()).to.equal(0);
+    await row.getByRole('button', { name: 'Pause' }).click();
+    await row.locator('.state', { hasText: 'paused' }).waitFor();
+    expect(page.url()).to.equal(`${dashboard.url}${BASE}jobs`);
+    const stored = async () =>
+      ((await db.ds.query(sql('SELECT state FROM checkpoint_jobs WHERE name = ?'), [JOB])) as { state: string }[])[0].state;
+    expect(await stored()).to.equal('paused');
+    expect(await row.getByRole('button', { name: 'Pause' }).count()).to.equal(0);
+    expect(await row.getByRole('link', { name: 'Cancel…' }).count()).to.equal(1);
+    if (process.env.DASHBOARD_SCREENSHOT) {
+      // Jobs that ran for a while, as in a real fleet (here they took milliseconds).
+      await db.ds.query(sql('UPDATE checkpoint_jobs SET started_at = updated_at - 25000 WHERE name IN (?, ?)'), [JOB, 'orders-reindex']);
+      await page.reload();
+      mkdirSync('docs', { recursive: true });
+      await page.screenshot({ path: 'docs/operating.png', fullPage: true });
+    }
+    await row.getByRole('button', { name: 'Resume' }).click();
+    await row.locator('.state', { hasText: 'running' }).waitFor();
+    expect(await stored()).to.equal('active');
+    expect(await row.getByRole('button', { name: 'Pause' }).count()).to.equal(1);
     expect(problems).to.deep.equal([]);
     await page.close();
   });
@@ -170,9 +237,13 @@ describe(`dashboard in Chromium: partitioned jobs (${DRIVER})`, function () {
     // Each segment names its range's state and rows; the dead range has a line with its error.
     for (const range of state.ranges) {
       const title = await row.locator(`.ranges .range[data-range="${range.index}"]`).getAttribute('title');
-      expect(title).to.equal(`#${range.index} ${range.status}: ${range.items.toLocaleString('en-US')} rows, ${range.batches.toLocaleString('en-US')} batches`);
+      expect(title).to.equal(
+        `#${range.index} ${range.status}: ${range.items.toLocaleString('en-US')} rows, ${range.batches.toLocaleString('en-US')} batches`,
+      );
     }
-    expect(await row.locator(`ul.dead-ranges li[data-range="${state.dead.index}"]`).innerText()).to.include('dead after 1 attempt,').and.include(HOSTILE.rangeError);
+    expect(await row.locator(`ul.dead-ranges li[data-range="${state.dead.index}"]`).innerText())
+      .to.include('dead after 1 attempt,')
+      .and.include(HOSTILE.rangeError);
     expect(await page.evaluate('window.__pwned')).to.equal(undefined);
 
     await row.getByRole('button', { name: 'Retry dead ranges' }).click();

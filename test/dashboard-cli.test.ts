@@ -34,7 +34,9 @@ describe(`typeorm-checkpoint dashboard (${DRIVER})`, function () {
       body: new URLSearchParams({ one: state.deadUrl }).toString(),
     });
     expect(post.status).to.equal(403);
-    const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as { status: string }[];
+    const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as {
+      status: string;
+    }[];
     expect(rows[0].status).to.equal('failed');
     child.process.kill('SIGTERM');
     expect((await child.exited).code).to.equal(0);

@@ -3,9 +3,24 @@ import express from 'express';
 import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
 import { type BeforeQueryEvent, DataSource, type EntitySubscriberInterface, QueryFailedError } from 'typeorm';
-import { checkpointEntities, CheckpointManager, createDashboard, type DashboardOptions, dataSourceOptionsFromUrl, type FilesData, type JobsData, listPartitions, type OverviewData } from '../src';
+import {
+  checkpointEntities,
+  CheckpointManager,
+  createDashboard,
+  type DashboardOptions,
+  dataSourceOptionsFromUrl,
+  eachBatch,
+  importFile,
+  type FilesData,
+  type JobsData,
+  listPartitions,
+  type OverviewData,
+} from '../src';
 import { readRowsDirectly, rowMaker } from '../src/dialect/sqlite-read-rows';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SqlLog } from './support/sql-log';
 import { TYPESCRIPT_NODE_ARGS } from './support/child';
 import type { ImportsData } from '../src/dashboard/imports-page';
@@ -15,7 +30,16 @@ import { html, raw } from '../src/dashboard/html';
 import { countCell, formatCount, formatRate, formatTime, queryValue, rateCell, timeCell } from '../src/dashboard/layout';
 import { DashboardSearchIndexes1765065600000 } from '../migrations/1765065600000-DashboardSearchIndexes';
 import { CheaperFileUpdates1765238400000 } from '../migrations/1765238400000-CheaperFileUpdates';
-import { type DashboardState, HOSTILE, makePartitionedState, makeState, type PartitionedState, RECORDS, useDashboardServers } from './support/dashboard-state';
+import { ThrottledUntil1765756800000 } from '../migrations/1765756800000-ThrottledUntil';
+import {
+  type DashboardState,
+  HOSTILE,
+  makePartitionedState,
+  makeState,
+  type PartitionedState,
+  RECORDS,
+  useDashboardServers,
+} from './support/dashboard-state';
 
 describe(`dashboard over HTTP (${DRIVER})`, function () {
   const db = useTestDatabase('dashboard_http');
@@ -49,17 +73,35 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     expect(overview.files).to.include({ all: 2, pending: 1, failed: 1, dead: 1, completed: 0, processing: 0 });
 
     const jobs = await json<JobsData>(`${base}/api/jobs`);
-    expect(jobs.items.map(({ name, kind, done, items, batches, partitions }) => ({ name, kind, done, items, batches, partitions }))).to.deep.equal([
-      { name: HOSTILE.job, kind: 'batch', done: true, items: 3, batches: 1, partitions: null },
-    ]);
+    expect(
+      jobs.items.map(({ name, kind, done, items, batches, partitions }) => ({ name, kind, done, items, batches, partitions })),
+    ).to.deep.equal([{ name: HOSTILE.job, kind: 'batch', done: true, items: 3, batches: 1, partitions: null }]);
     expect(jobs.next).to.equal(null);
     const steps = await json<{ items: { name: string; recorded: boolean; value: string }[] }>(`${base}/api/steps`);
     expect(steps.items).to.have.length(1);
     expect(JSON.parse(steps.items[0].value)).to.deep.equal(HOSTILE.stepValue);
     const imports = await json<ImportsData>(`${base}/api/imports`);
-    expect(imports.items.map(({ batch, rows, total, written, skipped, invalid, chunks }) => ({ batch, rows, total, written, skipped, invalid, chunks }))).to.deep.equal([
+    expect(
+      imports.items.map(({ batch, rows, total, written, skipped, invalid, chunks }) => ({
+        batch,
+        rows,
+        total,
+        written,
+        skipped,
+        invalid,
+        chunks,
+      })),
+    ).to.deep.equal([
       { batch: HOSTILE.import, rows: 2, total: 2, written: 2, skipped: 0, invalid: 0, chunks: 1 },
-      { batch: HOSTILE.records, rows: RECORDS.total, total: RECORDS.total, written: RECORDS.written, skipped: RECORDS.skipped, invalid: RECORDS.invalid.length, chunks: RECORDS.chunks },
+      {
+        batch: HOSTILE.records,
+        rows: RECORDS.total,
+        total: RECORDS.total,
+        written: RECORDS.written,
+        skipped: RECORDS.skipped,
+        invalid: RECORDS.invalid.length,
+        chunks: RECORDS.chunks,
+      },
     ]);
     for (const item of imports.items) {
       expect(item.done).to.equal(true);
@@ -133,7 +175,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
       expect(readRowsDirectly(logged, 'SELECT 1 AS "one", ? AS "two"', [true])).to.deep.equal([{ one: 1, two: 1 }]);
       const [odd] = readRowsDirectly(logged, `SELECT 1 AS "__proto__", 2 AS "a'}""\\", 3 AS "constructor"`, [])!;
       expect(Object.getPrototypeOf(odd)).to.equal(Object.prototype);
-      expect(Object.entries(odd)).to.deep.equal([['__proto__', 1], ['a\'}"\\', 2], ['constructor', 3]]);
+      expect(Object.entries(odd)).to.deep.equal([
+        ['__proto__', 1],
+        ['a\'}"\\', 2],
+        ['constructor', 3],
+      ]);
       expect(() => readRowsDirectly(logged, 'SELECT "nope" FROM "no_such_table"', [])).to.throw(QueryFailedError);
       expect(log.queries.map((query) => query.sql)).to.have.length(4);
       expect(errors).to.have.length(1);
@@ -185,13 +231,26 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
 
   it('refuses a cross-origin POST, or one with neither Sec-Fetch-Site nor Origin (403), and changes nothing', async () => {
     const base = await start();
-    const attempts: Record<string, string>[] = [{ origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' }, { origin: 'http://evil.example' }, {}];
+    const attempts: Record<string, string>[] = [
+      { origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' },
+      { origin: 'http://evil.example' },
+      {},
+    ];
     for (const headers of attempts) {
-      const response = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, ...headers }, body: requeueForm(state.deadUrl), redirect: 'manual' });
+      const response = await fetch(`${base}/files/requeue`, {
+        method: 'POST',
+        headers: { ...FORM, ...headers },
+        body: requeueForm(state.deadUrl),
+        redirect: 'manual',
+      });
       expect(response.status, JSON.stringify(headers)).to.equal(403);
     }
     expect(await fileStatus(state.deadUrl)).to.equal('failed');
-    const reset = await fetch(`${base}/jobs/reset`, { method: 'POST', headers: { ...FORM, 'sec-fetch-site': 'same-site' }, body: `name=${encodeURIComponent(HOSTILE.job)}` });
+    const reset = await fetch(`${base}/jobs/reset`, {
+      method: 'POST',
+      headers: { ...FORM, 'sec-fetch-site': 'same-site' },
+      body: `name=${encodeURIComponent(HOSTILE.job)}`,
+    });
     expect(reset.status).to.equal(403);
     expect(await count(db.ds, sql('SELECT COUNT(*) FROM checkpoint_jobs WHERE name = ?'), [HOSTILE.job])).to.equal(1);
   });
@@ -203,7 +262,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     expect(page).to.not.include('method="post"');
     // No "Reset…" link on the jobs page (it is there when writes are allowed: the first test's page).
     expect(await (await fetch(`${base}/jobs`)).text()).to.not.include('jobs/reset');
-    const response = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, 'sec-fetch-site': 'same-origin' }, body: requeueForm(state.deadUrl) });
+    const response = await fetch(`${base}/files/requeue`, {
+      method: 'POST',
+      headers: { ...FORM, 'sec-fetch-site': 'same-origin' },
+      body: requeueForm(state.deadUrl),
+    });
     expect(response.status).to.equal(403);
     expect(await fileStatus(state.deadUrl)).to.equal('failed');
   });
@@ -220,7 +283,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     const page = await fetch(`${base}/files?status=dead`, { headers: viewer });
     expect(page.status).to.equal(200);
     expect(await page.text()).to.not.include('method="post"');
-    const post = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, ...viewer, 'sec-fetch-site': 'same-origin' }, body: requeueForm(state.deadUrl) });
+    const post = await fetch(`${base}/files/requeue`, {
+      method: 'POST',
+      headers: { ...FORM, ...viewer, 'sec-fetch-site': 'same-origin' },
+      body: requeueForm(state.deadUrl),
+    });
     expect(post.status).to.equal(403);
     // Every request, a path the dashboard does not know included (served alone, with no application behind it).
     for (const path of ['/', '/api/overview', '/files', '/assets/dashboard.js', '/nope', '/api/nope']) {
@@ -247,7 +314,9 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
       expect(all).to.include('aria-current="page">all</a>');
       expect(all).to.not.include('aria-current="page">done</a>');
       expect(all).to.include('href="/jobs?state=running"').and.to.include('name="q" value=""');
-      expect(await page('/steps?state=pending&q=job')).to.include('<title>Steps &middot; ').and.to.include('href="/steps?state=all&amp;q=job"');
+      expect(await page('/steps?state=pending&q=job'))
+        .to.include('<title>Steps &middot; ')
+        .and.to.include('href="/steps?state=all&amp;q=job"');
       // A long query is made every time, not kept.
       const long = 'x'.repeat(3000 + round);
       expect(await page(`/jobs?q=${long}`)).to.include(`name="q" value="${long}"`);
@@ -259,7 +328,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     const response = await fetch(`${base}/files/requeue`, {
       method: 'POST',
       headers: { ...FORM, origin: base },
-      body: new URLSearchParams([['url', state.deadUrl], ['selected', '1'], ['back', 'files?status=dead']]).toString(),
+      body: new URLSearchParams([
+        ['url', state.deadUrl],
+        ['selected', '1'],
+        ['back', 'files?status=dead'],
+      ]).toString(),
       redirect: 'manual',
     });
     expect(response.status).to.equal(303);
@@ -291,7 +364,10 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
   it('mounted in Connect under a nested path (which sets no baseUrl): links, assets and the redirect after a POST stay under it', async () => {
     const app = connect();
     const dashboard = createDashboard(db.ds);
-    app.use('/ops/nested', (req: IncomingMessage, res: import('node:http').ServerResponse, next: (error?: unknown) => void) => void dashboard(req, res, next));
+    app.use(
+      '/ops/nested',
+      (req: IncomingMessage, res: import('node:http').ServerResponse, next: (error?: unknown) => void) => void dashboard(req, res, next),
+    );
     app.use((_req: IncomingMessage, res: import('node:http').ServerResponse) => {
       res.statusCode = 404;
       res.end('app 404');
@@ -303,12 +379,17 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
     const links = [...page.matchAll(/(?:href|src|action)="([^"]+)"/g)].map((m) => m[1].replace(/&amp;/g, '&'));
     expect(links.length).to.be.greaterThan(5);
     for (const link of links) expect(link, link).to.match(/^\/ops\/nested\//);
-    for (const asset of links.filter((link) => /\.(js|css)$/.test(link))) expect((await fetch(`${server.url}${asset}`)).status, asset).to.equal(200);
+    for (const asset of links.filter((link) => /\.(js|css)$/.test(link)))
+      expect((await fetch(`${server.url}${asset}`)).status, asset).to.equal(200);
     // An action redirects back under the mount point.
     const posted = await fetch(`${server.url}/ops/nested/files/requeue`, {
       method: 'POST',
       headers: { ...FORM, origin: server.url },
-      body: new URLSearchParams([['url', state.deadUrl], ['selected', '1'], ['back', 'files?status=dead']]).toString(),
+      body: new URLSearchParams([
+        ['url', state.deadUrl],
+        ['selected', '1'],
+        ['back', 'files?status=dead'],
+      ]).toString(),
       redirect: 'manual',
     });
     expect(posted.status).to.equal(303);
@@ -345,7 +426,11 @@ describe(`dashboard over HTTP (${DRIVER})`, function () {
 
   it('draws the files completed in the last hour, per minute, as SVG on the server', async () => {
     const manager = new CheckpointManager(db.ds);
-    const result = await manager.processFile(state.pendingUrl, 'csv', new Date(0), () => ({ totalRows: 1, filteredRows: 0, persistedRows: 1 }));
+    const result = await manager.processFile(state.pendingUrl, 'csv', new Date(0), () => ({
+      totalRows: 1,
+      filteredRows: 0,
+      persistedRows: 1,
+    }));
     expect(result.claimed).to.equal(true);
     const base = await start();
     const files = await json<FilesData>(`${base}/api/files?status=completed`);
@@ -370,7 +455,7 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
   const statuses = async () => (await listPartitions(db.ds, state.job)).map((range) => range.status);
   const retryForm = () => new URLSearchParams({ name: state.job, back: 'jobs?state=dead' }).toString();
 
-  it('lists the partitioned job with its progress and each range: state, rows, the dead range\'s error', async () => {
+  it("lists the partitioned job with its progress and each range: state, rows, the dead range's error", async () => {
     const base = await start();
     const jobs = await json<JobsData>(`${base}/api/jobs`);
     expect(jobs.items.map((job) => [job.name, job.kind, job.done])).to.deep.equal([[state.job, 'partitioned', false]]);
@@ -398,10 +483,12 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     expect(page).to.not.include('<script>window');
   });
 
-  it('puts the dead range among the overview\'s problems, linking to the jobs with dead ranges', async () => {
+  it("puts the dead range among the overview's problems, linking to the jobs with dead ranges", async () => {
     const base = await start();
     const overview = await json<OverviewData>(`${base}/api/overview`);
-    expect(overview.problems.map((problem) => [problem.kind, problem.count, problem.path])).to.deep.equal([['dead-ranges', 1, 'jobs?state=dead']]);
+    expect(overview.problems.map((problem) => [problem.kind, problem.count, problem.path])).to.deep.equal([
+      ['dead-ranges', 1, 'jobs?state=dead'],
+    ]);
     expect(overview.problems[0].examples).to.deep.equal([{ name: `${state.job} #${state.dead.index}`, detail: HOSTILE.rangeError }]);
     expect(overview.jobs).to.deep.equal({ running: 1, stalled: 0, done: 0 });
   });
@@ -411,7 +498,12 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     const plain = await start();
     const attempts: Record<string, string>[] = [{ origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' }, {}];
     for (const headers of attempts) {
-      const response = await fetch(`${plain}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, ...headers }, body: retryForm(), redirect: 'manual' });
+      const response = await fetch(`${plain}/jobs/retry-dead-ranges`, {
+        method: 'POST',
+        headers: { ...FORM, ...headers },
+        body: retryForm(),
+        redirect: 'manual',
+      });
       expect(response.status, JSON.stringify(headers)).to.equal(403);
     }
     const readOnly = await start({ readOnly: true });
@@ -419,7 +511,11 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     const viewer = await start({ authorize: () => 'read' });
     expect(await (await fetch(`${viewer}/jobs`)).text()).to.not.include('retry-dead-ranges');
     for (const base of [readOnly, viewer]) {
-      const response = await fetch(`${base}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, 'sec-fetch-site': 'same-origin' }, body: retryForm() });
+      const response = await fetch(`${base}/jobs/retry-dead-ranges`, {
+        method: 'POST',
+        headers: { ...FORM, 'sec-fetch-site': 'same-origin' },
+        body: retryForm(),
+      });
       expect(response.status).to.equal(403);
     }
     expect(await statuses()).to.deep.equal(before);
@@ -428,7 +524,11 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
 
   it('an unknown or empty job name is 400 INVALID_ARGUMENT; a same-origin POST calls retryDead and redirects back (303)', async () => {
     const base = await start({ authorize: () => 'write' });
-    const empty = await fetch(`${base}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, 'sec-fetch-site': 'same-origin' }, body: 'name=' });
+    const empty = await fetch(`${base}/jobs/retry-dead-ranges`, {
+      method: 'POST',
+      headers: { ...FORM, 'sec-fetch-site': 'same-origin' },
+      body: 'name=',
+    });
     expect(empty.status).to.equal(400);
     expect(((await empty.json()) as { error: { code: string } }).error.code).to.equal('INVALID_ARGUMENT');
     const asJson = await fetch(`${base}/jobs/retry-dead-ranges`, {
@@ -437,7 +537,12 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
       body: new URLSearchParams({ name: 'no such job' }).toString(),
     });
     expect(await asJson.json()).to.deep.equal({ revived: 0 });
-    const response = await fetch(`${base}/jobs/retry-dead-ranges`, { method: 'POST', headers: { ...FORM, origin: base }, body: retryForm(), redirect: 'manual' });
+    const response = await fetch(`${base}/jobs/retry-dead-ranges`, {
+      method: 'POST',
+      headers: { ...FORM, origin: base },
+      body: retryForm(),
+      redirect: 'manual',
+    });
     expect(response.status).to.equal(303);
     expect(response.headers.get('location')).to.equal('/jobs?state=dead');
     const ranges = await listPartitions(db.ds, state.job);
@@ -460,8 +565,14 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     expect(overview.problems[0].examples).to.deep.equal([{ name: state.job, detail: `last commit ${formatTime(longAgo)}` }]);
     expect(overview.jobs).to.deep.equal({ running: 0, stalled: 1, done: 0 });
     // One range committing again is enough to make it running.
-    await db.ds.query(sql('UPDATE checkpoint_partitions SET updated_at = ? WHERE job_name = ? AND partition_index = ?'), [Date.now(), state.job, state.dead.index]);
-    expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items.map((job) => [job.name, job.stalled])).to.deep.equal([[state.job, false]]);
+    await db.ds.query(sql('UPDATE checkpoint_partitions SET updated_at = ? WHERE job_name = ? AND partition_index = ?'), [
+      Date.now(),
+      state.job,
+      state.dead.index,
+    ]);
+    expect((await json<JobsData>(`${base}/api/jobs?state=running`)).items.map((job) => [job.name, job.stalled])).to.deep.equal([
+      [state.job, false],
+    ]);
   });
 
   it("a partitioned job's reset confirmation says what is forgotten: its plan and ranges, planned again by the next eachPartition", async () => {
@@ -479,14 +590,21 @@ describe(`dashboard: partitioned jobs over HTTP (${DRIVER})`, function () {
     await db.ds.query(sql('UPDATE file_checkpoints SET lease_expires_at = ? WHERE file_url = ?'), [Date.now() - 60_000, url]);
     const base = await start({ authorize: () => 'write' });
     const overview = await json<OverviewData>(`${base}/api/overview`);
-    expect(overview.problems.filter((problem) => problem.kind !== 'stalled-jobs').map((problem) => [problem.kind, problem.count])).to.deep.equal([['dead-letters', 1]]);
+    expect(
+      overview.problems.filter((problem) => problem.kind !== 'stalled-jobs').map((problem) => [problem.kind, problem.count]),
+    ).to.deep.equal([['dead-letters', 1]]);
     expect(overview.files).to.include({ dead: 1, expiredLeases: 0, processing: 0 });
     const dead = await json<FilesData>(`${base}/api/files?status=dead`);
     expect(dead.items.map((file) => [file.url, file.status, file.dead])).to.deep.equal([[url, 'failed', true]]);
     expect((await json<FilesData>(`${base}/api/files?status=processing`)).items).to.deep.equal([]);
     const page = await (await fetch(`${base}/files?status=dead`)).text();
     expect(page).to.include('Requeue');
-    const requeued = await fetch(`${base}/files/requeue`, { method: 'POST', headers: { ...FORM, origin: base }, body: new URLSearchParams({ one: url }).toString(), redirect: 'manual' });
+    const requeued = await fetch(`${base}/files/requeue`, {
+      method: 'POST',
+      headers: { ...FORM, origin: base },
+      body: new URLSearchParams({ one: url }).toString(),
+      redirect: 'manual',
+    });
     expect(requeued.status).to.equal(303);
     const [row] = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [url])) as { status: string }[];
     expect(row.status).to.equal('pending');
@@ -538,9 +656,15 @@ describe(`dashboard indexes (${DRIVER})`, function () {
       try {
         return {
           ranges: (await runner.getTable('checkpoint_partitions'))!.indices.map((index) => index.name),
-          trigrams: DRIVER === 'postgres' ? await count(db.ds, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'IDX_file_checkpoint_urls_file_url_trgm'") : 0,
+          trigrams:
+            DRIVER === 'postgres'
+              ? await count(db.ds, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'IDX_file_checkpoint_urls_file_url_trgm'")
+              : 0,
           // Moved to file_checkpoint_urls by migration 1765238400000: updates of files add no trigram entries.
-          fileTrigrams: DRIVER === 'postgres' ? await count(db.ds, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'IDX_file_checkpoints_file_url_trgm'") : 0,
+          fileTrigrams:
+            DRIVER === 'postgres'
+              ? await count(db.ds, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'IDX_file_checkpoints_file_url_trgm'")
+              : 0,
         };
       } finally {
         await runner.release();
@@ -566,7 +690,17 @@ describe('dashboard: SQLite row objects', function () {
   // Names that would break or change generated code if spliced into it unescaped, and __proto__.
   const NAMES = ['__proto__', 'a"b', "c'd", 'e\\', '}; globalThis.pwned = 1; ({', '\u2028', 'x', 'x', 'constructor', ''];
   const VALUES = [{ polluted: true }, 1, 2, 3, 4, 5, 6, 7, 8, 9];
-  const EXPECTED = [['__proto__', { polluted: true }], ['a"b', 1], ["c'd", 2], ['e\\', 3], ['}; globalThis.pwned = 1; ({', 4], ['\u2028', 5], ['x', 7], ['constructor', 8], ['', 9]];
+  const EXPECTED = [
+    ['__proto__', { polluted: true }],
+    ['a"b', 1],
+    ["c'd", 2],
+    ['e\\', 3],
+    ['}; globalThis.pwned = 1; ({', 4],
+    ['\u2028', 5],
+    ['x', 7],
+    ['constructor', 8],
+    ['', 9],
+  ];
 
   it('makes a plain object of each name as data: own __proto__, last of a repeated name, no code run', function () {
     const row = rowMaker(NAMES)(VALUES);
@@ -581,15 +715,24 @@ describe('dashboard: SQLite row objects', function () {
       let generated = true; try { new Function('return 1'); } catch { generated = false; }
       const row = rowMaker(${JSON.stringify(NAMES)})(${JSON.stringify(VALUES)});
       process.stdout.write(JSON.stringify({ generated, proto: Object.getPrototypeOf(row) === Object.prototype, entries: Object.entries(row) }));`;
-    const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', ...TYPESCRIPT_NODE_ARGS, '-e', script], { encoding: 'utf8' });
+    const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', ...TYPESCRIPT_NODE_ARGS, '-e', script], {
+      encoding: 'utf8',
+    });
     expect(JSON.parse(out)).to.deep.equal({ generated: false, proto: true, entries: EXPECTED });
   });
 });
 
 describe('dashboard formatting', function () {
   it('formatTime writes UTC to the second as toISOString does, across leap days, centuries and outside years 0–9999', () => {
-    const iso = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
-    const cases = [0, -1, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, 1_796_121_380_218, -62_162_035_200_000, -62_162_035_200_001, 253_402_300_799_999, 253_402_300_800_000, 8.64e15];
+    const iso = (ms: number) =>
+      new Date(ms)
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, 'Z');
+    const cases = [
+      0, -1, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, 1_796_121_380_218, -62_162_035_200_000, -62_162_035_200_001,
+      253_402_300_799_999, 253_402_300_800_000, 8.64e15,
+    ];
     for (let i = 0; i < 2000; i++) cases.push(Math.floor((i - 1000) * 123_456_789_013.7));
     for (const ms of cases) expect(formatTime(ms), String(ms)).to.equal(iso(ms));
     expect(formatTime(null)).to.equal('—');
@@ -601,7 +744,8 @@ describe('dashboard formatting', function () {
       expect(countCell(n).text, String(n)).to.equal(html`${formatCount(n)}`.text);
       expect(rateCell(n).text, String(n)).to.equal(html`${formatRate(n)}`.text);
     }
-    for (const ms of [0, -1, 1_796_121_380_218, -62_162_035_200_001, 8.64e15]) expect(timeCell(ms).text, String(ms)).to.equal(html`${formatTime(ms)}`.text);
+    for (const ms of [0, -1, 1_796_121_380_218, -62_162_035_200_001, 8.64e15])
+      expect(timeCell(ms).text, String(ms)).to.equal(html`${formatTime(ms)}`.text);
     for (const none of [countCell(null), rateCell(null), timeCell(null)]) expect(none.text).to.equal(html`${'—'}`.text);
   });
 
@@ -612,7 +756,12 @@ describe('dashboard formatting', function () {
       expect(text, String(rate)).to.match(/^\d+\.\d\/s$/);
       expect(Math.abs(Number(text.slice(0, -2)) - rate), String(rate)).to.be.at.most(0.05 + 1e-9);
     }
-    expect([formatRate(0), formatRate(99.94), formatRate(99.96), formatRate(1234.5)]).to.deep.equal(['0.0/s', '99.9/s', '100.0/s', '1235/s']);
+    expect([formatRate(0), formatRate(99.94), formatRate(99.96), formatRate(1234.5)]).to.deep.equal([
+      '0.0/s',
+      '99.9/s',
+      '100.0/s',
+      '1235/s',
+    ]);
   });
 
   it('queryValue encodes as encodeURIComponent does', () => {
@@ -635,5 +784,268 @@ describe('dashboard html templates', function () {
     expect(alone).to.deep.equal(['&amp;', '&lt;', '&gt;', '&quot;', '&#39;', '&#96;'].map((e) => `plain text ${e}`));
     // Outside ASCII: each character by its code point (a surrogate pair is one), ASCII around it kept.
     expect(html`${'a\u007fé—<😀>z'}`.text).to.equal('a&#127;&#233;&#8212;&lt;&#128512;&gt;z');
+  });
+});
+
+describe(`dashboard: pause, resume, cancel, file types and requeue all over HTTP (${DRIVER})`, function () {
+  const db = useTestDatabase('dashboard_control');
+  const { start, json } = useDashboardServers(() => db.ds);
+  const JOB = 'control <b>"job"</b> & co';
+  const IMPORT = 'control-import <i>1</i>';
+  const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
+  const SAME_ORIGIN = { ...FORM, 'sec-fetch-site': 'same-origin' };
+  const DEAD_MATCHING = 1100;
+  let dir: string;
+  let importedRows: number;
+
+  /** Stops after two batches: the throttle, asked before the second, aborts the signal the loop checks before the third. */
+  function stopAfterTwo(): { signal: AbortSignal; throttle: (info: { batches: number }) => number } {
+    const controller = new AbortController();
+    return {
+      signal: controller.signal,
+      throttle: ({ batches }) => {
+        if (batches === 1) controller.abort();
+        return 0;
+      },
+    };
+  }
+
+  async function stateOf(table: 'checkpoint_jobs' | 'checkpoint_imports', key: string): Promise<string> {
+    const column = table === 'checkpoint_jobs' ? 'name' : 'id';
+    const rows = (await db.ds.query(sql(`SELECT state FROM ${table} WHERE ${column} = ?`), [key])) as { state: string }[];
+    return rows[0].state;
+  }
+
+  function post(base: string, path: string, fields: Record<string, string>, headers: Record<string, string> = SAME_ORIGIN) {
+    return fetch(`${base}/${path}`, { method: 'POST', headers, body: new URLSearchParams(fields).toString(), redirect: 'manual' });
+  }
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'dashboard-control-'));
+    const source = (cursor: unknown) => {
+      const from = cursor === null ? 0 : Number(cursor);
+      return { items: from < 50 ? [from] : [], next: from < 50 ? from + 1 : null };
+    };
+    expect(await eachBatch(db.ds, JOB, source, 1, () => undefined, stopAfterTwo())).to.include({ done: false, stopped: 'signal' });
+    const file = join(dir, 'rows.csv');
+    writeFileSync(file, ['id,value', 'a,1', 'b,2', 'c,3', 'd,4', 'e,5'].join('\n') + '\n');
+    const imported = await importFile(db.ds, IMPORT, file, { size: 1, ...stopAfterTwo() });
+    expect(imported).to.include({ done: false, stopped: 'signal' });
+    // One or two chunks, as the dialect runs a chunk ahead or not.
+    importedRows = imported.nextIndex;
+    expect(importedRows).to.be.within(1, 2);
+    // Dead letters: 1,100 whose URL contains "dead-a" (more than two requeue batches), 3 others.
+    const manager = new CheckpointManager(db.ds, { maxRetries: 0 });
+    const files = [
+      ...Array.from({ length: DEAD_MATCHING }, (_, i) => `s3://bucket/dead-a/${String(i).padStart(5, '0')}.csv`),
+      ...[0, 1, 2].map((i) => `s3://bucket/dead-b/${i}.csv`),
+    ];
+    for (let i = 0; i < files.length; i += 500) {
+      await manager.register(files.slice(i, i + 500).map((fileUrl) => ({ fileUrl, fileType: 'csv', fileTimestamp: new Date(0) })));
+    }
+    await db.ds.query(sql(`UPDATE file_checkpoints SET status = 'failed', retry_count = 1, max_retries = 0, error_message = 'broke'`));
+    await manager.register([{ fileUrl: 's3://bucket/other.json', fileType: 'json', fileTimestamp: new Date(0) }]);
+  });
+
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('shows Pause and Cancel on an active job and import, Resume once paused, with the paused badge; the POSTs change the state (303 back)', async () => {
+    const base = await start();
+    let jobs = await (await fetch(`${base}/jobs`)).text();
+    expect(jobs)
+      .to.include('action="/jobs/pause"')
+      .and.to.include(`href="/jobs/cancel?name=${encodeURIComponent(JOB)}&amp;back=jobs"`);
+    expect(jobs).to.not.include('action="/jobs/resume"');
+    expect(jobs).to.include('state-running">running');
+
+    const paused = await post(base, 'jobs/pause', { name: JOB, back: 'jobs' });
+    expect(paused.status).to.equal(303);
+    expect(paused.headers.get('location')).to.equal('/jobs');
+    expect(await stateOf('checkpoint_jobs', JOB)).to.equal('paused');
+    jobs = await (await fetch(`${base}/jobs`)).text();
+    expect(jobs).to.include('state-warn">paused').and.to.include('action="/jobs/resume"');
+    expect(jobs).to.not.include('action="/jobs/pause"');
+    expect((await json<JobsData>(`${base}/api/jobs`)).items[0]).to.include({ name: JOB, state: 'paused', throttled: false });
+    expect((await post(base, 'jobs/resume', { name: JOB, back: 'jobs' })).status).to.equal(303);
+    expect(await stateOf('checkpoint_jobs', JOB)).to.equal('active');
+
+    // An import batch by its batch id, back to the imports page.
+    let imports = await (await fetch(`${base}/imports`)).text();
+    expect(imports).to.include('action="/jobs/pause"').and.to.include('name="back" value="imports"');
+    const pausedImport = await post(base, 'jobs/pause', { name: IMPORT, back: 'imports' });
+    expect(pausedImport.headers.get('location')).to.equal('/imports');
+    expect(await stateOf('checkpoint_imports', IMPORT)).to.equal('paused');
+    imports = await (await fetch(`${base}/imports`)).text();
+    expect(imports).to.include('state-warn">paused').and.to.include('action="/jobs/resume"');
+    expect((await json<ImportsData>(`${base}/api/imports`)).items[0]).to.include({
+      batch: IMPORT,
+      state: 'paused',
+      rows: importedRows,
+      total: 5,
+    });
+    await post(base, 'jobs/resume', { name: IMPORT, back: 'imports' });
+    expect(await stateOf('checkpoint_imports', IMPORT)).to.equal('active');
+    // The JSON answer of an action says whether it changed anything.
+    const again = await fetch(`${base}/jobs/resume`, {
+      method: 'POST',
+      headers: { ...SAME_ORIGIN, accept: 'application/json' },
+      body: new URLSearchParams({ name: IMPORT }).toString(),
+    });
+    expect(await again.json()).to.deep.equal({ resumed: false });
+  });
+
+  it('refuses pause, resume, cancel, file type and requeue-all POSTs cross-origin, read-only and for a reader (403), changing nothing', async () => {
+    const writer = await start();
+    const readOnly = await start({ readOnly: true });
+    const reader = await start({ authorize: () => 'read' });
+    const attempts: [string, Record<string, string>][] = [
+      ['jobs/pause', { name: JOB }],
+      ['jobs/cancel', { name: JOB }],
+      ['jobs/cancel', { name: IMPORT }],
+      ['files/pause', { type: 'csv' }],
+      ['files/requeue-all', { q: 'dead-a' }],
+    ];
+    for (const [path, fields] of attempts) {
+      const crossOrigin = await post(writer, path, fields, { ...FORM, origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' });
+      expect(crossOrigin.status, path).to.equal(403);
+      expect((await post(readOnly, path, fields)).status, path).to.equal(403);
+      expect((await post(reader, path, fields)).status, path).to.equal(403);
+    }
+    expect(await stateOf('checkpoint_jobs', JOB)).to.equal('active');
+    expect(await stateOf('checkpoint_imports', IMPORT)).to.equal('active');
+    expect((await new CheckpointManager(db.ds).summary()).pausedTypes).to.deep.equal([]);
+    expect(await count(db.ds, sql(`SELECT COUNT(*) FROM file_checkpoints WHERE status = 'failed'`))).to.equal(DEAD_MATCHING + 3);
+    // No controls where writes are not allowed; the confirmation pages say so instead of a form.
+    for (const base of [readOnly, reader]) {
+      for (const path of ['/jobs', '/imports', '/files?status=dead']) {
+        const page = await (await fetch(`${base}${path}`)).text();
+        expect(page, path).to.not.include('method="post"').and.to.not.include('Cancel&hellip;').and.to.not.include('requeue-all');
+      }
+      expect(await (await fetch(`${base}/jobs/cancel?name=${encodeURIComponent(JOB)}`)).text()).to.include('cancelling is not allowed');
+      expect(await (await fetch(`${base}/files/requeue-all?q=dead-a`)).text()).to.include('requeueing is not allowed');
+    }
+    // An empty name is 400.
+    expect((await post(writer, 'jobs/pause', { name: '' })).status).to.equal(400);
+  });
+
+  it('pauses and resumes a file type, listing the paused types', async () => {
+    const base = await start();
+    let page = await (await fetch(`${base}/files`)).text();
+    expect(page).to.include('No file type is paused.').and.to.include('action="/files/pause"');
+    const paused = await post(base, 'files/pause', { type: 'json', back: 'files?status=pending' });
+    expect(paused.status).to.equal(303);
+    expect(paused.headers.get('location')).to.equal('/files?status=pending');
+    const manager = new CheckpointManager(db.ds);
+    expect((await manager.summary()).pausedTypes).to.deep.equal(['json']);
+    expect(await manager.claimNext(1, { fileType: 'json' })).to.deep.equal([]);
+    page = await (await fetch(`${base}/files`)).text();
+    expect(page).to.include('<code>json</code> <span class="state state-warn">paused</span>');
+    expect(page).to.include('action="/files/resume"').and.to.include('name="type" value="json"');
+    expect((await json<FilesData>(`${base}/api/files`)).pausedTypes).to.deep.equal(['json']);
+    // Empty: every type.
+    await post(base, 'files/pause', { type: '' });
+    expect((await manager.summary()).pausedTypes).to.deep.equal(['*', 'json']);
+    expect(await (await fetch(`${base}/files`)).text()).to.include('<code>every type</code>');
+    await post(base, 'files/resume', { type: '*' });
+    await post(base, 'files/resume', { type: 'json' });
+    expect((await manager.summary()).pausedTypes).to.deep.equal([]);
+  });
+
+  it('cancel asks on a page of its own what it cancels, then cancels; no Pause, Resume or Cancel is left on the row', async () => {
+    const base = await start();
+    const confirm = await (await fetch(`${base}/jobs/cancel?name=${encodeURIComponent(JOB)}&back=jobs`)).text();
+    expect(confirm).to.include('<code class="name">control &lt;b&gt;&quot;job&quot;&lt;/b&gt; &amp; co</code>');
+    expect(confirm).to.include('the batch job (active, 2 items committed)').and.to.include('action="/jobs/cancel"');
+    expect(await stateOf('checkpoint_jobs', JOB)).to.equal('active');
+    const cancelled = await post(base, 'jobs/cancel', { name: JOB, back: 'jobs' });
+    expect(cancelled.status).to.equal(303);
+    expect(await stateOf('checkpoint_jobs', JOB)).to.equal('cancelled');
+    const jobs = await (await fetch(`${base}/jobs`)).text();
+    expect(jobs).to.include('state-bad">cancelled');
+    expect(jobs).to.not.include('action="/jobs/pause"').and.to.not.include('action="/jobs/resume"').and.to.not.include('Cancel&hellip;');
+    expect(await (await fetch(`${base}/jobs/cancel?name=${encodeURIComponent(JOB)}`)).text()).to.include('There is nothing to cancel');
+    // The import, from the imports page.
+    const importConfirm = await (await fetch(`${base}/jobs/cancel?name=${encodeURIComponent(IMPORT)}&back=imports`)).text();
+    expect(importConfirm)
+      .to.include(`the import batch (active, ${importedRows} row${importedRows === 1 ? '' : 's'} committed)`)
+      .and.to.include('name="back" value="imports"');
+    expect((await post(base, 'jobs/cancel', { name: IMPORT, back: 'imports' })).headers.get('location')).to.equal('/imports');
+    expect(await stateOf('checkpoint_imports', IMPORT)).to.equal('cancelled');
+    expect(await (await fetch(`${base}/imports`)).text()).to.include('state-bad">cancelled');
+  });
+
+  it('requeues all the dead letters matching the search, after a page that names their exact number', async () => {
+    const base = await start();
+    const dead = await (await fetch(`${base}/files?status=dead&q=dead-a`)).text();
+    expect(dead).to.include('href="/files/requeue-all?q=dead-a"').and.to.include('Requeue all matching this filter');
+    const unfiltered = await (await fetch(`${base}/files?status=dead`)).text();
+    expect(unfiltered).to.include(`Requeue all ${formatCount(DEAD_MATCHING + 3)} matching this filter`);
+    const confirm = await (await fetch(`${base}/files/requeue-all?q=dead-a`)).text();
+    expect(confirm).to.include(`Requeue all <strong class="count">${formatCount(DEAD_MATCHING)}</strong> dead letters`);
+    expect(confirm).to.include('<input type="hidden" name="q" value="dead-a">');
+    expect(await count(db.ds, sql(`SELECT COUNT(*) FROM file_checkpoints WHERE status = 'pending'`))).to.equal(1);
+    const requeued = await post(base, 'files/requeue-all', { q: 'dead-a', back: 'files?status=dead&q=dead-a' });
+    expect(requeued.status).to.equal(303);
+    expect(requeued.headers.get('location')).to.equal('/files?status=dead&q=dead-a');
+    expect(
+      await count(
+        db.ds,
+        sql(`SELECT COUNT(*) FROM file_checkpoints WHERE status = 'pending' AND retry_count = 0 AND error_message IS NULL`),
+      ),
+    ).to.equal(DEAD_MATCHING + 1);
+    expect(await count(db.ds, sql(`SELECT COUNT(*) FROM file_checkpoints WHERE status = 'failed'`))).to.equal(3);
+    expect(await (await fetch(`${base}/files/requeue-all?q=dead-a`)).text()).to.include('No dead letters');
+    // The rest, through the JSON answer.
+    const rest = await fetch(`${base}/files/requeue-all`, {
+      method: 'POST',
+      headers: { ...SAME_ORIGIN, accept: 'application/json' },
+      body: new URLSearchParams({ q: '' }).toString(),
+    });
+    expect(await rest.json()).to.deep.equal({ requeued: 3 });
+  });
+
+  it("shows 'throttled' while a loop waits on its throttle (written as a wait over a second begins, cleared as it ends)", async () => {
+    const base = await start();
+    const name = 'throttled job';
+    const controller = new AbortController();
+    let waiting!: () => void;
+    const asked = new Promise<void>((resolve) => (waiting = resolve));
+    const source = (cursor: unknown) => ({ items: cursor === null ? [1] : [2], next: cursor === null ? 1 : null });
+    const run = eachBatch(db.ds, name, source, 1, () => undefined, {
+      signal: controller.signal,
+      throttle: ({ batches }) => {
+        if (batches === 1) waiting();
+        return batches === 1 ? 3_600_000 : 0;
+      },
+    });
+    await asked;
+    // The mark is written after the throttle answers: wait for the row to say so.
+    const until = async () =>
+      ((await db.ds.query(sql('SELECT throttled_until FROM checkpoint_jobs WHERE name = ?'), [name])) as { throttled_until: unknown }[])[0]
+        .throttled_until;
+    while ((await until()) === null) await new Promise((resolve) => setImmediate(resolve));
+    expect(Number(await until())).to.be.above(Date.now() + 3_000_000);
+    const row = () => json<JobsData>(`${base}/api/jobs?q=throttled`).then((data) => data.items[0]);
+    expect(await row()).to.include({ name, throttled: true, state: 'active' });
+    expect(await (await fetch(`${base}/jobs?q=throttled`)).text()).to.include('state-warn">throttled');
+    controller.abort();
+    expect(await run).to.include({ stopped: 'signal', done: false });
+    expect(await until()).to.equal(null);
+    expect(await row()).to.include({ throttled: false });
+    expect(await (await fetch(`${base}/jobs?q=throttled`)).text()).to.not.include('throttled</span>');
+  });
+
+  it('adds throttled_until once to both tables: the migration is a no-op when run again', async () => {
+    const runner = db.ds.createQueryRunner();
+    try {
+      await new ThrottledUntil1765756800000().up(runner);
+      for (const name of ['checkpoint_jobs', 'checkpoint_imports']) {
+        const columns = (await runner.getTable(name))!.columns.filter((column) => column.name === 'throttled_until');
+        expect(columns, name).to.have.length(1);
+        expect(columns[0].isNullable, name).to.equal(true);
+      }
+    } finally {
+      await runner.release();
+    }
   });
 });

@@ -22,7 +22,12 @@ describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
     state = await makeState(db.ds);
     @Module({
       imports: [
-        TypeOrmModule.forRoot({ ...dataSourceOptionsFromUrl(db.url), migrations: checkpointMigrations, retryAttempts: 0, autoLoadEntities: true } as TypeOrmModuleOptions),
+        TypeOrmModule.forRoot({
+          ...dataSourceOptionsFromUrl(db.url),
+          migrations: checkpointMigrations,
+          retryAttempts: 0,
+          autoLoadEntities: true,
+        } as TypeOrmModuleOptions),
         CheckpointModule.forRoot({ dashboard: { path: '/ops/', refreshMs: 0 } }),
       ],
     })
@@ -50,7 +55,7 @@ describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
     expect((await fetch(`${base}/ops/`)).status).to.equal(404);
   });
 
-  it('has no broken links or assets in the browser, and a click on Requeue works through Nest\'s body parser', async () => {
+  it("has no broken links or assets in the browser, and a click on Requeue works through Nest's body parser", async () => {
     const page = await browser.newPage();
     const problems = watchProblems(page);
     await page.goto(`${base}/api/v1/ops/`);
@@ -60,20 +65,30 @@ describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
     await page.goto(`${base}/api/v1/ops/files?status=dead`);
     await page.getByRole('button', { name: 'Requeue', exact: true }).click();
     await page.waitForURL(`${base}/api/v1/ops/files?status=dead`);
-    const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as { status: string }[];
+    const rows = (await db.ds.query(sql('SELECT status FROM file_checkpoints WHERE file_url = ?'), [state.deadUrl])) as {
+      status: string;
+    }[];
     expect(rows[0].status).to.equal('pending');
     expect(problems).to.deep.equal([]);
     await page.close();
   });
 
   it("refuses a dashboard path that does not start with '/' (INVALID_ARGUMENT)", async () => {
-    await expectCode(Promise.resolve().then(() => CheckpointModule.forRoot({ dashboard: { path: 'ops' } })), 'INVALID_ARGUMENT');
+    await expectCode(
+      Promise.resolve().then(() => CheckpointModule.forRoot({ dashboard: { path: 'ops' } })),
+      'INVALID_ARGUMENT',
+    );
   });
 
   it('forRootAsync takes the dashboard too', async () => {
     @Module({
       imports: [
-        TypeOrmModule.forRoot({ ...dataSourceOptionsFromUrl(db.url), migrations: checkpointMigrations, retryAttempts: 0, autoLoadEntities: true } as TypeOrmModuleOptions),
+        TypeOrmModule.forRoot({
+          ...dataSourceOptionsFromUrl(db.url),
+          migrations: checkpointMigrations,
+          retryAttempts: 0,
+          autoLoadEntities: true,
+        } as TypeOrmModuleOptions),
         CheckpointModule.forRootAsync({ useFactory: () => ({}), dashboard: { path: '/ops', readOnly: true } }),
       ],
     })
@@ -85,7 +100,9 @@ describe(`dashboard in NestJS under a global prefix (${DRIVER})`, function () {
       const url = (await other.getUrl()).replace('[::1]', '127.0.0.1');
       const page = await fetch(`${url}/admin/ops/files?status=dead`);
       expect(page.status).to.equal(200);
-      expect(await page.text()).to.include('read-only').and.not.include('method="post"');
+      expect(await page.text())
+        .to.include('read-only')
+        .and.not.include('method="post"');
     } finally {
       await other.close();
     }

@@ -53,9 +53,15 @@ describe('eachBatch', () => {
 
   it('does not call the handler for an empty page and does not count it', async () => {
     let handlerCalls = 0;
-    const result = await eachBatch(db.ds, 'empty', () => ({ items: [], next: 5 }), 10, () => {
-      handlerCalls++;
-    });
+    const result = await eachBatch(
+      db.ds,
+      'empty',
+      () => ({ items: [], next: 5 }),
+      10,
+      () => {
+        handlerCalls++;
+      },
+    );
     expect(handlerCalls).to.equal(0);
     expect(result).to.deep.equal({ batches: 0, items: 0, done: true, cursor: null });
     expect(await status(db.ds, 'empty')).to.include({ done: true, batches: 0, items: 0 });
@@ -86,10 +92,16 @@ describe('eachBatch', () => {
     const { source } = numbers(4);
     await eachBatch(db.ds, 'done-once', source, 2, write('done-once'));
     let called = false;
-    const again = await eachBatch(db.ds, 'done-once', () => {
-      called = true;
-      return { items: [1], next: null };
-    }, 2, write('done-once'));
+    const again = await eachBatch(
+      db.ds,
+      'done-once',
+      () => {
+        called = true;
+        return { items: [1], next: null };
+      },
+      2,
+      write('done-once'),
+    );
     expect(called).to.equal(false);
     expect(again).to.deep.equal({ batches: 0, items: 0, done: true, cursor: 4 });
     expect(await status(db.ds, 'done-once')).to.include({ batches: 2, items: 4 });
@@ -111,10 +123,16 @@ describe('eachBatch', () => {
       const name = `bad-cursor-${i}`;
       let handled = false;
       await expectCode(
-        eachBatch(db.ds, name, () => ({ items: [1], next: next as never }), 5, async (items, tx) => {
-          handled = true;
-          await write(name)(items, tx);
-        }),
+        eachBatch(
+          db.ds,
+          name,
+          () => ({ items: [1], next: next as never }),
+          5,
+          async (items, tx) => {
+            handled = true;
+            await write(name)(items, tx);
+          },
+        ),
         'NON_SERIALIZABLE',
       );
       expect(await written(name)).to.deep.equal([]);
@@ -125,10 +143,16 @@ describe('eachBatch', () => {
 
   it('refuses a bad limit with INVALID_ARGUMENT before touching the database', async () => {
     for (const [i, limit] of [0, -1, 1.5, Number.NaN, Infinity, 2 ** 53, '10', null, true].entries()) {
-      await expectCode(eachBatch(db.ds, `bad-limit-${i}`, numbers(3).source, limit as number, () => undefined), 'INVALID_ARGUMENT');
+      await expectCode(
+        eachBatch(db.ds, `bad-limit-${i}`, numbers(3).source, limit as number, () => undefined),
+        'INVALID_ARGUMENT',
+      );
       expect(await status(db.ds, `bad-limit-${i}`)).to.equal(null);
     }
-    await expectCode(eachBatch(db.ds, '', numbers(3).source, 1, () => undefined), 'INVALID_ARGUMENT');
+    await expectCode(
+      eachBatch(db.ds, '', numbers(3).source, 1, () => undefined),
+      'INVALID_ARGUMENT',
+    );
   });
 
   it('counts this call only, while status has the totals and ms timestamps', async () => {
@@ -169,16 +193,23 @@ describe('eachBatch', () => {
       },
     });
     expect(seen).to.deep.equal([1, 2, 3]);
-    expect(result).to.deep.equal({ batches: 3, items: 6, done: false, cursor: 6 });
+    expect(result).to.deep.equal({ batches: 3, items: 6, done: false, cursor: 6, stopped: 'signal' });
     expect(await written('abortable')).to.deep.equal([1, 2, 3, 4, 5, 6]);
 
     let called = false;
-    const aborted = await eachBatch(db.ds, 'abortable', () => {
-      called = true;
-      return { items: [], next: null };
-    }, 2, () => undefined, { signal: AbortSignal.abort() });
+    const aborted = await eachBatch(
+      db.ds,
+      'abortable',
+      () => {
+        called = true;
+        return { items: [], next: null };
+      },
+      2,
+      () => undefined,
+      { signal: AbortSignal.abort() },
+    );
     expect(called).to.equal(false);
-    expect(aborted).to.deep.equal({ batches: 0, items: 0, done: false, cursor: 6 });
+    expect(aborted).to.deep.equal({ batches: 0, items: 0, done: false, cursor: 6, stopped: 'signal' });
   });
 
   it('guards a job with its fingerprint, adopting the first one given', async () => {
@@ -198,9 +229,15 @@ describe('eachBatch', () => {
   it('reset forgets a job so it starts over, and list filters by kind, done and a literal prefix', async () => {
     const { source, calls } = numbers(2);
     await eachBatch(db.ds, 'p%_x/1', source, 5, () => undefined);
-    await eachBatch(db.ds, 'pq_x/2', () => ({ items: [1], next: 1 }), 5, () => {
-      throw new Error('x');
-    }).catch(() => undefined);
+    await eachBatch(
+      db.ds,
+      'pq_x/2',
+      () => ({ items: [1], next: 1 }),
+      5,
+      () => {
+        throw new Error('x');
+      },
+    ).catch(() => undefined);
     expect((await list(db.ds, { prefix: 'p%_' })).map((s) => s.name)).to.deep.equal(['p%_x/1']);
     expect((await list(db.ds, { prefix: 'p', done: false })).map((s) => s.name)).to.include('pq_x/2');
     expect((await list(db.ds, { prefix: 'p', done: true })).map((s) => s.name)).to.not.include('pq_x/2');
@@ -258,7 +295,7 @@ describe('eachBatch', () => {
   });
 
   if (DRIVER === 'postgres') {
-    it('costs two round trips a batch on PostgreSQL: the handler\'s statement, and the cursor update + COMMIT + next BEGIN + its lock', async () => {
+    it("costs two round trips a batch on PostgreSQL: the handler's statement, and the cursor update + COMMIT + next BEGIN + its lock", async () => {
       const job = 'round-trips';
       const counted = await db.open();
       try {
@@ -315,7 +352,10 @@ describe('eachBatch', () => {
         const counter = countRoundTrips(counted);
         const { source } = numbers(200, { lastPageNull: true });
         const insertBatch = async (items: number[], tx: EntityManager) => {
-          await tx.query(`INSERT INTO written (job, n) VALUES ${items.map(() => '(?, ?)').join(', ')}`, items.flatMap((n) => [job, n]));
+          await tx.query(
+            `INSERT INTO written (job, n) VALUES ${items.map(() => '(?, ?)').join(', ')}`,
+            items.flatMap((n) => [job, n]),
+          );
         };
         expect(await eachBatch(counted, job, source, 10, insertBatch)).to.deep.equal({ batches: 20, items: 200, done: true, cursor: null });
         // TypeORM's transactions took six a batch (SET TRANSACTION, START TRANSACTION, the lock, the
@@ -329,40 +369,48 @@ describe('eachBatch', () => {
       }
     });
 
-    it('two runners of one job on MariaDB: a batch begun without the job row\'s lock finds the row moved before its handler runs, and runs again under the lock', async () => {
+    it("two runners of one job on MariaDB: a batch begun without the job row's lock finds the row moved before its handler runs, and runs again under the lock", async () => {
       // Runner A reads batch 2's page in the transaction its batch-1 COMMIT AND CHAIN began, without
       // the job row's lock; runner B starts then and runs batch 2 under the lock; A's guarded cursor
       // update waits for B's commit and finds the row moved on, before A's handler has run.
       const job = 'race-guard';
-      await db.ds.query('CREATE TABLE written_by (job varchar(64) NOT NULL, n integer NOT NULL, runner varchar(8) NOT NULL, PRIMARY KEY (job, n))');
+      await db.ds.query(
+        'CREATE TABLE written_by (job varchar(64) NOT NULL, n integer NOT NULL, runner varchar(8) NOT NULL, PRIMARY KEY (job, n))',
+      );
       const lockWaits = () => count(db.ds, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'");
       const insert = (runner: string, firsts: number[]) => async (items: number[], tx: EntityManager) => {
         firsts.push(items[0]);
-        await tx.query(`INSERT INTO written_by (job, n, runner) VALUES ${items.map(() => '(?, ?, ?)').join(', ')}`, items.flatMap((n) => [job, n, runner]));
+        await tx.query(
+          `INSERT INTO written_by (job, n, runner) VALUES ${items.map(() => '(?, ?, ?)').join(', ')}`,
+          items.flatMap((n) => [job, n, runner]),
+        );
       };
       const { source: numbersSource } = numbers(60, { lastPageNull: true });
-      const recorded = (cursors: unknown[], before?: () => Promise<void>): Source<number> => async (cursor, limit, tx) => {
-        cursors.push(cursor);
-        await before?.();
-        return numbersSource(cursor, limit, tx);
-      };
+      const recorded =
+        (cursors: unknown[], before?: () => Promise<void>): Source<number> =>
+        async (cursor, limit, tx) => {
+          cursors.push(cursor);
+          await before?.();
+          return numbersSource(cursor, limit, tx);
+        };
       const [aCursors, bCursors, aFirsts, bFirsts]: [unknown[], unknown[], number[], number[]] = [[], [], [], []];
       let aInBatch2!: () => void;
       const aReadsBatch2 = new Promise<void>((resolve) => (aInBatch2 = resolve));
       const aSource = recorded(aCursors, async () => {
         if (aCursors.length !== 2) return;
         aInBatch2();
-        // Until B runs batch 2 (or, were A holding the job row here, until B waits for it).
-        while (bCursors.length === 0 && (await lockWaits()) < 1) await pause(1);
+        // Until B's handler runs batch 2, B holding the job row (or, were A holding the job row
+        // here, until B waits for it). Waiting only for B's page read raced A's guarded update.
+        while (bFirsts.length === 0 && (await lockWaits()) < 1) await pause(1);
       });
       const a = eachBatch(db.ds, job, aSource, 5, insert('a', aFirsts));
       await aReadsBatch2;
       // Started here, outside A's transaction's async context (inside it, B would join it).
       const b = eachBatch(db.ds, job, recorded(bCursors), 5, insert('b', bFirsts));
       const [ra, rb] = await Promise.all([a, b]);
-      expect(aCursors.slice(0, 2), 'A read batch 2\'s page').to.deep.equal([null, 5]);
+      expect(aCursors.slice(0, 2), "A read batch 2's page").to.deep.equal([null, 5]);
       expect(bFirsts[0], 'B ran batch 2').to.equal(6);
-      expect(aFirsts, 'A\'s handler never saw batch 2').to.not.include(6);
+      expect(aFirsts, "A's handler never saw batch 2").to.not.include(6);
       expect(ra.batches + rb.batches).to.equal(12);
       const rows = (await db.ds.query('SELECT n FROM written_by WHERE job = ? ORDER BY n', [job])) as { n: number }[];
       expect(rows.map((r) => Number(r.n))).to.deep.equal(Array.from({ length: 60 }, (_, i) => i + 1));
@@ -371,7 +419,16 @@ describe('eachBatch', () => {
   }
 
   it('keeps the database unchanged when the source returns a malformed page', async () => {
-    await expectCode(eachBatch(db.ds, 'malformed', () => ({ rows: [] }) as never, 5, () => undefined), 'INVALID_ARGUMENT');
+    await expectCode(
+      eachBatch(
+        db.ds,
+        'malformed',
+        () => ({ rows: [] }) as never,
+        5,
+        () => undefined,
+      ),
+      'INVALID_ARGUMENT',
+    );
     expect(await status(db.ds, 'malformed')).to.include({ batches: 0, done: false });
     expect(await count(db.ds, sql("SELECT COUNT(*) FROM written WHERE job = 'malformed'"))).to.equal(0);
   });

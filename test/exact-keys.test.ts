@@ -13,7 +13,13 @@ describe(`exact keys (${DRIVER})`, () => {
   it('steps and batch jobs whose names differ only in case, accents or trailing spaces are separate', async () => {
     for (const name of LOOK_ALIKE) expect(await step(db.ds, `step ${name}`, () => name)).to.equal(name);
     for (const name of LOOK_ALIKE) {
-      const result = await eachBatch(db.ds, `job ${name}`, (cursor) => ({ items: cursor === null ? [name] : [], next: null }), 5, () => undefined);
+      const result = await eachBatch(
+        db.ds,
+        `job ${name}`,
+        (cursor) => ({ items: cursor === null ? [name] : [], next: null }),
+        5,
+        () => undefined,
+      );
       expect(result).to.include({ done: true, items: 1 });
     }
     for (const name of LOOK_ALIKE) expect(await status(db.ds, `step ${name}`)).to.include({ kind: 'step', value: name });

@@ -23,7 +23,11 @@ function event(line: string): Record<string, unknown> | null {
 }
 
 /** Waits for the server's JSON log line of `name` (for `batch`, when given) and returns it. */
-async function waitForEvent(server: Server, name: string, match: (e: Record<string, unknown>) => boolean = () => true): Promise<Record<string, unknown>> {
+async function waitForEvent(
+  server: Server,
+  name: string,
+  match: (e: Record<string, unknown>) => boolean = () => true,
+): Promise<Record<string, unknown>> {
   const line = await server.child.waitForLine((text) => {
     const parsed = event(text);
     return parsed !== null && parsed.event === name && match(parsed);
@@ -31,7 +35,10 @@ async function waitForEvent(server: Server, name: string, match: (e: Record<stri
   return event(line) as Record<string, unknown>;
 }
 
-async function postImport(server: Server, body: unknown): Promise<{ status: number; body: Record<string, unknown>; location: string | null }> {
+async function postImport(
+  server: Server,
+  body: unknown,
+): Promise<{ status: number; body: Record<string, unknown>; location: string | null }> {
   const response = await fetch(`${server.url}/imports`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -107,7 +114,13 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
 
   it('answers 400 INVALID_ARGUMENT for a bad body and 404 for an unknown batch', async () => {
     const server = await startServer();
-    for (const body of [{ path: '/x.csv' }, { batch: 'b', path: '' }, { batch: 'b', path: '/x.csv', size: 0 }, { batch: 'b', path: '/x', format: 'xml' }, '{not json']) {
+    for (const body of [
+      { path: '/x.csv' },
+      { batch: 'b', path: '' },
+      { batch: 'b', path: '/x.csv', size: 0 },
+      { batch: 'b', path: '/x', format: 'xml' },
+      '{not json',
+    ]) {
       const response = await postImport(server, body);
       expect(response.status, JSON.stringify(body)).to.equal(400);
       expect(response.body.code).to.equal('INVALID_ARGUMENT');
@@ -161,7 +174,9 @@ describe(`examples/express: resumable imports over HTTP (${DRIVER})`, () => {
 
     expect((await getImport(second, 'large')).body).to.deep.equal({ batch: 'large', state: 'done', nextIndex: rows, totalRows: rows });
     expect(await itemRows('large')).to.equal(rows);
-    expect(await count(db.ds, sql('SELECT COUNT(DISTINCT id) AS n FROM checkpoint_import_items WHERE batch = ?'), ['large'])).to.equal(rows);
+    expect(await count(db.ds, sql('SELECT COUNT(DISTINCT id) AS n FROM checkpoint_import_items WHERE batch = ?'), ['large'])).to.equal(
+      rows,
+    );
     expect(await values(db.ds, 'large')).to.deep.equal(expected);
   });
 

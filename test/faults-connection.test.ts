@@ -129,7 +129,11 @@ function expectFaultError(error: unknown, userErrors: Set<unknown>, codes: strin
   if (kind === 'user') return kind;
   expect((error as Error).cause, 'a typed database error without the driver error as cause').to.not.equal(undefined);
   // On SQLite the only fault is the lock: the cause is SQLITE_BUSY, after the bounded retries.
-  if (DRIVER === 'sqlite') expect(codesOf(error).some((c) => c.startsWith('SQLITE_BUSY')), String(error)).to.equal(true);
+  if (DRIVER === 'sqlite')
+    expect(
+      codesOf(error).some((c) => c.startsWith('SQLITE_BUSY')),
+      String(error),
+    ).to.equal(true);
   return `${kind}/${codesOf(error).filter((c) => c !== kind)[0] ?? 'none'}`;
 }
 
@@ -152,11 +156,16 @@ describe(`faults: ${faultKind} while work runs`, function () {
     await db.ds.query('CREATE TABLE fault_src (id integer PRIMARY KEY, payload varchar(40) NOT NULL)');
     await db.ds.query('CREATE TABLE fault_dst (job varchar(64) NOT NULL, source_id integer NOT NULL)');
     await db.ds.query('CREATE TABLE fault_rows (batch varchar(64) NOT NULL, id varchar(64) NOT NULL, value bigint NOT NULL)');
-    await db.ds.query('CREATE TABLE fault_effects (file_url varchar(768) NOT NULL, worker varchar(255) NOT NULL, claim_token bigint NOT NULL)');
+    await db.ds.query(
+      'CREATE TABLE fault_effects (file_url varchar(768) NOT NULL, worker varchar(255) NOT NULL, claim_token bigint NOT NULL)',
+    );
     const ids = Array.from({ length: 3000 }, (_, i) => i + 1 + Math.floor(i / 5));
     for (let start = 0; start < ids.length; start += 500) {
       const chunk = ids.slice(start, start + 500);
-      await db.ds.query(sql(`INSERT INTO fault_src (id, payload) VALUES ${chunk.map(() => '(?, ?)').join(', ')}`), chunk.flatMap((id) => [id, `row ${id}`]));
+      await db.ds.query(
+        sql(`INSERT INTO fault_src (id, payload) VALUES ${chunk.map(() => '(?, ?)').join(', ')}`),
+        chunk.flatMap((id) => [id, `row ${id}`]),
+      );
     }
     if (DRIVER === 'sqlite') {
       holder = startChild(HOLDER, [db.url.replace(/^sqlite:/, '')]);
@@ -178,7 +187,10 @@ describe(`faults: ${faultKind} while work runs`, function () {
       const source = await sqlSource(victim, 'fault_src', 'id');
       const handler = async (items: Record<string, unknown>[], tx: EntityManager) => {
         try {
-          await tx.query(sql(`INSERT INTO fault_dst (job, source_id) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((item) => [job, item.id]));
+          await tx.query(
+            sql(`INSERT INTO fault_dst (job, source_id) VALUES ${items.map(() => '(?, ?)').join(', ')}`),
+            items.flatMap((item) => [job, item.id]),
+          );
         } catch (error) {
           userErrors.add(error);
           throw error;
@@ -220,7 +232,10 @@ describe(`faults: ${faultKind} while work runs`, function () {
     try {
       const handler = async (chunk: { id: string; value: number }[], tx: EntityManager) => {
         try {
-          await tx.query(sql(`INSERT INTO fault_rows (batch, id, value) VALUES ${chunk.map(() => '(?, ?, ?)').join(', ')}`), chunk.flatMap((row) => ['own', row.id, row.value]));
+          await tx.query(
+            sql(`INSERT INTO fault_rows (batch, id, value) VALUES ${chunk.map(() => '(?, ?, ?)').join(', ')}`),
+            chunk.flatMap((row) => ['own', row.id, row.value]),
+          );
         } catch (error) {
           userErrors.add(error);
           throw error;
@@ -228,7 +243,10 @@ describe(`faults: ${faultKind} while work runs`, function () {
       };
       const failure = firstFailure();
       const faults = await startFaults({ max: 25, gap: [5, 40], which: 'all', firstHeldUntil: failure.seen });
-      for (const [batch, options] of [['own', { handler }], ['built-in', {}]] as const) {
+      for (const [batch, options] of [
+        ['own', { handler }],
+        ['built-in', {}],
+      ] as const) {
         let done = false;
         while (!done) {
           try {
@@ -246,7 +264,9 @@ describe(`faults: ${faultKind} while work runs`, function () {
 
       expect(await count(db.ds, "SELECT COUNT(*) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.length);
       expect(await count(db.ds, "SELECT COUNT(DISTINCT id) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.length);
-      expect(await count(db.ds, "SELECT SUM(value) FROM fault_rows WHERE batch = 'own'")).to.equal(rows.reduce((sum, row) => sum + row.value, 0));
+      expect(await count(db.ds, "SELECT SUM(value) FROM fault_rows WHERE batch = 'own'")).to.equal(
+        rows.reduce((sum, row) => sum + row.value, 0),
+      );
       const stored = await values(db.ds, 'built-in');
       expect(stored).to.have.length(rows.length);
       expect(new Map(stored)).to.deep.equal(new Map(rows.map((row) => [row.id, row.value])));
@@ -265,7 +285,11 @@ describe(`faults: ${faultKind} while work runs`, function () {
   it(`${WORKERS} claim workers (child processes, claimNext + processFile): typed failures, every file completed once with one effect`, async () => {
     const parent = new CheckpointManager(db.ds, { maxRetries: 1000 });
     await parent.register(
-      Array.from({ length: FILES }, (_, i) => ({ fileUrl: `s3://faults/${String(i).padStart(4, '0')}.csv`, fileType: 'queue', fileTimestamp: new Date(i) })),
+      Array.from({ length: FILES }, (_, i) => ({
+        fileUrl: `s3://faults/${String(i).padStart(4, '0')}.csv`,
+        fileType: 'queue',
+        fileTimestamp: new Date(i),
+      })),
     );
     const workers: Child[] = [];
     let faults: Faults | undefined;
@@ -274,7 +298,9 @@ describe(`faults: ${faultKind} while work runs`, function () {
       await Promise.all(workers.map((worker) => worker.waitForLine((line) => line === 'waiting')));
       // Faults first, then the go: on SQLite the first lock is held until a worker has failed on it,
       // so the work cannot finish before any fault reaches it, however loaded the machine is.
-      const firstError = Promise.race(workers.map((worker) => worker.waitForLine((line) => line.startsWith('error ')))).catch(() => undefined);
+      const firstError = Promise.race(workers.map((worker) => worker.waitForLine((line) => line.startsWith('error ')))).catch(
+        () => undefined,
+      );
       faults = await startFaults({ max: 40, gap: [10, 60], which: 'one', firstHeldUntil: firstError });
       for (const worker of workers) worker.send('go');
       // Faults stop once every worker has finished its work (not during its own shutdown).
@@ -282,7 +308,12 @@ describe(`faults: ${faultKind} while work runs`, function () {
       const injected = await faults.stop();
       faults = undefined;
       const exits = await Promise.all(workers.map((worker) => worker.exited));
-      exits.forEach((exit, w) => expect(exit.code, `worker ${w}: ${workers[w].lines.filter((l) => l.startsWith('untyped')).join('\n')}\n${workers[w].stderr()}`).to.equal(0));
+      exits.forEach((exit, w) =>
+        expect(
+          exit.code,
+          `worker ${w}: ${workers[w].lines.filter((l) => l.startsWith('untyped')).join('\n')}\n${workers[w].stderr()}`,
+        ).to.equal(0),
+      );
       const errors = workers.flatMap((worker) => worker.lines.filter((line) => line.startsWith('error ')).map((line) => line.slice(6)));
       console.log(`      ${DRIVER}: ${injected} faults injected, worker failures: ${JSON.stringify(tally(errors))}`);
       expect(errors.length, 'no fault ever hit a worker').to.be.greaterThan(0);

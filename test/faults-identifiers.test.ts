@@ -21,11 +21,25 @@ describe(`faults: hostile identifiers and conditions in sqlSource (${DRIVER})`, 
   const log = new SqlLog();
   const db = useTestDatabase('faults_identifiers', { logger: log });
   const keys = Array.from({ length: 23 }, (_, i) => 1_000_003 + i * 11);
-  const textKeys = ["O'Brien", 'say "hi"', 'back`tick', ':lim', '?', '$1', "'); DROP TABLE \"select\"; --", 'back\\slash', 'Zoë', '𝄞 clef', 'plain'];
+  const textKeys = [
+    "O'Brien",
+    'say "hi"',
+    'back`tick',
+    ':lim',
+    '?',
+    '$1',
+    '\'); DROP TABLE "select"; --',
+    'back\\slash',
+    'Zoë',
+    '𝄞 clef',
+    'plain',
+  ];
 
   before(async () => {
     await db.ds.query(
-      `CREATE TABLE ${q(TABLE)} (${q(KEY)} integer PRIMARY KEY, ${COLUMNS.slice(0, 5).map((c) => `${q(c)} varchar(80)`).join(', ')}, ${q('from')} integer NOT NULL)`,
+      `CREATE TABLE ${q(TABLE)} (${q(KEY)} integer PRIMARY KEY, ${COLUMNS.slice(0, 5)
+        .map((c) => `${q(c)} varchar(80)`)
+        .join(', ')}, ${q('from')} integer NOT NULL)`,
     );
     for (const [i, key] of keys.entries()) {
       await db.ds.query(
@@ -37,10 +51,10 @@ describe(`faults: hostile identifiers and conditions in sqlSource (${DRIVER})`, 
     }
     // A text key named by a keyword, in a table named by a keyword.
     await db.ds.query(`CREATE TABLE ${q('select')} (${q('order')} varchar(80) PRIMARY KEY, ${q('group')} integer)`);
-    for (const [i, key] of textKeys.entries()) await db.ds.query(sql(`INSERT INTO ${q('select')} (${q('order')}, ${q('group')}) VALUES (?, ?)`), [key, i]);
+    for (const [i, key] of textKeys.entries())
+      await db.ds.query(sql(`INSERT INTO ${q('select')} (${q('order')}, ${q('group')}) VALUES (?, ?)`), [key, i]);
   });
   beforeEach(() => log.clear());
-
 
   /** No statement TypeORM ran since the last clear carries any of these strings in its SQL text. */
   function expectNotInSql(values: string[]): void {
@@ -112,7 +126,10 @@ describe(`faults: hostile identifiers and conditions in sqlSource (${DRIVER})`, 
     await expectCode(sqlSource(db.ds, TABLE, KEY, { where: 'no_such_column = :v', parameters: { v: 1 } }), 'INVALID_ARGUMENT');
     await expectCode(sqlSource(db.ds, TABLE, KEY, { where: `${q('select')} = :missing`, parameters: { other: 1 } }), 'INVALID_ARGUMENT');
     await expectCode(sqlSource(db.ds, TABLE, KEY, { where: `${q('select')} = = :v`, parameters: { v: 1 } }), 'INVALID_ARGUMENT');
-    await expectCode(sqlSource(db.ds, TABLE, KEY, { where: `${q('select')} = :v`, parameters: { v: () => `'x' OR 1 = 1` } }), 'INVALID_ARGUMENT');
+    await expectCode(
+      sqlSource(db.ds, TABLE, KEY, { where: `${q('select')} = :v`, parameters: { v: () => `'x' OR 1 = 1` } }),
+      'INVALID_ARGUMENT',
+    );
     expect(log.queries.some((query) => query.sql.includes(`'x' OR 1 = 1`))).to.equal(false);
     expect(await count(db.ds, `SELECT COUNT(*) FROM ${q(TABLE)}`)).to.equal(keys.length);
   });

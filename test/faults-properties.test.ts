@@ -84,9 +84,20 @@ const runPlan: fc.Arbitrary<RunPlan> = fc.record(
 );
 
 /** What one run does to the job, by the rules of the spec; `failed` when the injected fault fires. */
-function modelRun(data: number[], endsWithEmptyPage: boolean, plan: RunPlan, before: JobModel): { job: JobModel; result?: EachBatchResult; failed: boolean } {
+function modelRun(
+  data: number[],
+  endsWithEmptyPage: boolean,
+  plan: RunPlan,
+  before: JobModel,
+): { job: JobModel; result?: EachBatchResult; failed: boolean } {
   if (plan.stopAfter === 0) {
-    return { job: before, result: { batches: 0, items: 0, done: before.exists && before.done, cursor: before.exists ? before.cursor : null }, failed: false };
+    const done = before.exists && before.done;
+    return {
+      job: before,
+      // A call stopped by its signal says so; a finished job's call ran to its natural end.
+      result: { batches: 0, items: 0, done, cursor: before.exists ? before.cursor : null, ...(done ? {} : { stopped: 'signal' as const }) },
+      failed: false,
+    };
   }
   const job: JobModel = { ...before, exists: true };
   if (job.done) return { job, result: { batches: 0, items: 0, done: true, cursor: job.cursor }, failed: false };
@@ -109,7 +120,8 @@ function modelRun(data: number[], endsWithEmptyPage: boolean, plan: RunPlan, bef
       job.done = true;
       return { job, result: { ...run, done: true, cursor: null }, failed: false };
     }
-    if (plan.stopAfter === run.batches) return { job, result: { ...run, done: false, cursor: job.cursor }, failed: false };
+    if (plan.stopAfter === run.batches)
+      return { job, result: { ...run, done: false, cursor: job.cursor, stopped: 'signal' }, failed: false };
   }
 }
 
@@ -179,7 +191,8 @@ function itemTexts(format: Format, rows: Row[], layout: Layout): string[] {
 function fileText(format: Format, items: string[], layout: Layout): string {
   const newline = layout.crlf ? '\r\n' : '\n';
   const bom = layout.bom ? '\uFEFF' : '';
-  if (format === 'json') return `${bom}${layout.extraFirst ? ' \n' : ''}[${items.join(layout.crlf ? ',\r\n ' : ',')}]${layout.trailingNewline ? newline : ''}`;
+  if (format === 'json')
+    return `${bom}${layout.extraFirst ? ' \n' : ''}[${items.join(layout.crlf ? ',\r\n ' : ',')}]${layout.trailingNewline ? newline : ''}`;
   if (format === 'ndjson') {
     const lines = items.flatMap((item, i) => (layout.extras[i % layout.extras.length] ? ['', item] : [item]));
     return bom + lines.join(newline) + (layout.trailingNewline ? newline : '');
@@ -190,12 +203,39 @@ function fileText(format: Format, items: string[], layout: Layout): string {
 
 // Items that break the rules, per format (the id `bad` never comes from idChar's alphabet: no 'd').
 const BAD_JSON_ITEMS = [
-  '{"id":"bad","value":1.5}', '{"id":"bad","value":1.0}', '{"id":"bad","value":1e3}', '{"id":"bad","value":"5"}',
-  '{"id":"bad","value":true}', '{"id":"bad","value":null}', '{"id":"bad"}', '{"value":1}', '{"id":5,"value":1}',
-  '{"id":"","value":1}', '{"id":null,"value":1}', '5', '"bad"', '[1]', 'null', '{"id":"bad","value":9007199254740992}',
-  '{"id":"bad","value":-9007199254740992}', '{"id":"bad","value":[1]}', '{"id":["bad"],"value":1}',
+  '{"id":"bad","value":1.5}',
+  '{"id":"bad","value":1.0}',
+  '{"id":"bad","value":1e3}',
+  '{"id":"bad","value":"5"}',
+  '{"id":"bad","value":true}',
+  '{"id":"bad","value":null}',
+  '{"id":"bad"}',
+  '{"value":1}',
+  '{"id":5,"value":1}',
+  '{"id":"","value":1}',
+  '{"id":null,"value":1}',
+  '5',
+  '"bad"',
+  '[1]',
+  'null',
+  '{"id":"bad","value":9007199254740992}',
+  '{"id":"bad","value":-9007199254740992}',
+  '{"id":"bad","value":[1]}',
+  '{"id":["bad"],"value":1}',
 ];
-const BAD_CSV_ITEMS = ['bad,1.5', 'bad,abc', 'bad,', 'bad,+1', 'bad, 1', 'bad,1e3', 'bad,9007199254740992', 'bad,-9007199254740992', '"",1', 'bad,0x10', 'bad,--1'];
+const BAD_CSV_ITEMS = [
+  'bad,1.5',
+  'bad,abc',
+  'bad,',
+  'bad,+1',
+  'bad, 1',
+  'bad,1e3',
+  'bad,9007199254740992',
+  'bad,-9007199254740992',
+  '"",1',
+  'bad,0x10',
+  'bad,--1',
+];
 const JSON_SYNTAX_ERRORS: ((text: string) => string)[] = [
   (text) => text.replace(/\][\r\n]*$/, ''), // unterminated
   (text) => text.replace(/\]([\r\n]*)$/, ',]$1'), // trailing comma
@@ -206,7 +246,14 @@ const JSON_SYNTAX_ERRORS: ((text: string) => string)[] = [
   () => '',
   () => '{"id":"bad","value":1}',
 ];
-const NDJSON_SYNTAX_LINES = ['{"id":"bad","value":1', '{"id":"bad","value":1}}', '{"id":"bad","value":1}{"id":"bae","value":2}', '{id:"bad",value:1}', "{'id':'bad','value':1}", '[]'];
+const NDJSON_SYNTAX_LINES = [
+  '{"id":"bad","value":1',
+  '{"id":"bad","value":1}}',
+  '{"id":"bad","value":1}{"id":"bae","value":2}',
+  '{id:"bad",value:1}',
+  "{'id':'bad','value':1}",
+  '[]',
+];
 
 type Corruption =
   | { kind: 'bad-item'; at: number; pick: number }
@@ -230,7 +277,10 @@ function invalidFile(format: Format, rows: Row[], layout: Layout, corruption: Co
   switch (corruption.kind) {
     case 'bad-item': {
       const at = corruption.at % (items.length + 1);
-      const bad = format === 'csv' ? BAD_CSV_ITEMS : BAD_JSON_ITEMS.filter((item) => format === 'json' || item.startsWith('{') || item === '5' || item === 'null');
+      const bad =
+        format === 'csv'
+          ? BAD_CSV_ITEMS
+          : BAD_JSON_ITEMS.filter((item) => format === 'json' || item.startsWith('{') || item === '5' || item === 'null');
       items.splice(at, 0, bad[corruption.pick % bad.length]);
       return { bytes: Buffer.from(text()), index: at };
     }
@@ -295,7 +345,11 @@ async function dump(ds: DataSource): Promise<string> {
 /** Everything stored for one import batch, as text. */
 async function batchState(ds: DataSource, batch: string): Promise<string> {
   const state: unknown[] = [];
-  for (const [table, column] of [['checkpoint_imports', 'id'], ['checkpoint_import_items', 'batch'], ['prop_rows', 'batch']]) {
+  for (const [table, column] of [
+    ['checkpoint_imports', 'id'],
+    ['checkpoint_import_items', 'batch'],
+    ['prop_rows', 'batch'],
+  ]) {
     state.push(await ds.query(sql(`SELECT * FROM ${table} WHERE ${column} = ? ORDER BY ${column === 'id' ? 'id' : 'id, value'}`), [batch]));
   }
   return JSON.stringify(state);
@@ -303,7 +357,10 @@ async function batchState(ds: DataSource, batch: string): Promise<string> {
 
 async function storedRows(ds: DataSource, batch: string, builtIn: boolean): Promise<[string, number][]> {
   if (builtIn) return values(ds, batch);
-  const rows = (await ds.query(sql('SELECT id, value FROM prop_rows WHERE batch = ?'), [batch])) as { id: string; value: number | string }[];
+  const rows = (await ds.query(sql('SELECT id, value FROM prop_rows WHERE batch = ?'), [batch])) as {
+    id: string;
+    value: number | string;
+  }[];
   return rows.map((row): [string, number] => [row.id, Number(row.value)]);
 }
 
@@ -349,7 +406,10 @@ describe(`faults: property-based (${DRIVER}, ${RUNS} cases per property)`, funct
               const handler = async (items: number[], tx: EntityManager) => {
                 const fails = plan.fault?.at === round;
                 if (fails && plan.fault!.kind === 'handler-before-write') throw injected;
-                await tx.query(sql(`INSERT INTO prop_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((item) => [job, item]));
+                await tx.query(
+                  sql(`INSERT INTO prop_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`),
+                  items.flatMap((item) => [job, item]),
+                );
                 if (fails && plan.fault!.kind === 'handler-after-write') throw injected;
               };
               const controller = new AbortController();
@@ -398,7 +458,9 @@ describe(`faults: property-based (${DRIVER}, ${RUNS} cases per property)`, funct
                 expect(stored).to.include({ done: model.done, batches: model.batches, items: model.items });
                 expect(stored!.cursor).to.deep.equal(model.cursor);
               }
-              const effects = ((await ds.query(sql('SELECT item FROM prop_effects WHERE job = ?'), [job])) as { item: number }[]).map((r) => r.item);
+              const effects = ((await ds.query(sql('SELECT item FROM prop_effects WHERE job = ?'), [job])) as { item: number }[]).map(
+                (r) => r.item,
+              );
               expect(effects.sort((a, b) => a - b)).to.deep.equal(data.slice(0, model.items).sort((a, b) => a - b));
             }
             expect(model).to.include({ done: true, items: data.length });
@@ -429,7 +491,8 @@ describe(`faults: property-based (${DRIVER}, ${RUNS} cases per property)`, funct
       await importFile(ds, 'existing', seed, { size: 1, onProgress: () => stop.abort(), signal: stop.signal });
       await importFile(ds, 'existing-own', seed, {
         size: 2,
-        handler: (rows, tx) => tx.query(sql('INSERT INTO prop_rows (batch, id, value) VALUES (?, ?, ?)'), ['existing-own', rows[0].id, rows[0].value]),
+        handler: (rows, tx) =>
+          tx.query(sql('INSERT INTO prop_rows (batch, id, value) VALUES (?, ?, ?)'), ['existing-own', rows[0].id, rows[0].value]),
       });
       const before = await dump(ds);
       let fileCounter = 0;
@@ -454,8 +517,11 @@ describe(`faults: property-based (${DRIVER}, ${RUNS} cases per property)`, funct
               failure = error;
             }
             expect(failure, `accepted: ${JSON.stringify(bytes.toString())}`).to.be.instanceOf(CheckpointError);
-            expect((failure as CheckpointError).code, `${String(failure)} for ${JSON.stringify(bytes.toString())}`).to.equal('INVALID_INPUT');
-            if (index !== undefined) expect((failure as { index?: number }).index, `${String(failure)} for ${JSON.stringify(bytes.toString())}`).to.equal(index);
+            expect((failure as CheckpointError).code, `${String(failure)} for ${JSON.stringify(bytes.toString())}`).to.equal(
+              'INVALID_INPUT',
+            );
+            if (index !== undefined)
+              expect((failure as { index?: number }).index, `${String(failure)} for ${JSON.stringify(bytes.toString())}`).to.equal(index);
             expect(handled).to.equal(0);
             expect(await dump(ds)).to.equal(before);
           },
@@ -511,7 +577,8 @@ describe(`faults: property-based (${DRIVER}, ${RUNS} cases per property)`, funct
                 writeFileSync(path, original);
               }
               // Without a handler the rows go to the built-in table: faults come after the commit.
-              const fault = builtIn && run.fault?.kind.startsWith('handler') ? { ...run.fault, kind: 'progress-throws' as const } : run.fault;
+              const fault =
+                builtIn && run.fault?.kind.startsWith('handler') ? { ...run.fault, kind: 'progress-throws' as const } : run.fault;
               const injected = new Injected('injected');
               const controller = new AbortController();
               let chunk = -1;
@@ -541,7 +608,13 @@ describe(`faults: property-based (${DRIVER}, ${RUNS} cases per property)`, funct
               let result: Awaited<ReturnType<typeof importFile>> | undefined;
               let error: unknown;
               try {
-                result = await importFile(ds, batch, path, { format: fileFormat, size: run.size, handler: builtIn ? undefined : handler, onProgress, signal: controller.signal });
+                result = await importFile(ds, batch, path, {
+                  format: fileFormat,
+                  size: run.size,
+                  handler: builtIn ? undefined : handler,
+                  onProgress,
+                  signal: controller.signal,
+                });
               } catch (caught) {
                 error = caught;
               }
@@ -549,12 +622,19 @@ describe(`faults: property-based (${DRIVER}, ${RUNS} cases per property)`, funct
                 expect(error, 'the injected error did not come back unchanged').to.equal(injected);
               } else {
                 if (error) throw error;
-                expect(result).to.include({ batch, nextIndex: expectedNext, rows: expectedNext - next, done: expectedNext === rows.length });
+                expect(result).to.include({
+                  batch,
+                  nextIndex: expectedNext,
+                  rows: expectedNext - next,
+                  done: expectedNext === rows.length,
+                });
               }
               next = expectedNext;
               expect(await checkpoint(ds, batch)).to.equal(next);
               const stored = await storedRows(ds, batch, builtIn);
-              expect(sortedPairs(stored)).to.deep.equal(sortedPairs(rows.slice(0, next).map((row): [string, number] => [row.id, row.value])));
+              expect(sortedPairs(stored)).to.deep.equal(
+                sortedPairs(rows.slice(0, next).map((row): [string, number] => [row.id, row.value])),
+              );
             }
             expect(next).to.equal(rows.length);
           },

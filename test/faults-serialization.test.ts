@@ -81,7 +81,10 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     let calls = 0;
     const handler = async (items: number[], tx: EntityManager) => {
       calls++;
-      await tx.query(sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((i) => [job, i]));
+      await tx.query(
+        sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`),
+        items.flatMap((i) => [job, i]),
+      );
     };
     await db.ds.query(sql('INSERT INTO fault_switch (code) VALUES (?)'), [nonRetryableSwitch]);
     const error = await expectCode(eachBatch(db.ds, job, arraySource(20), 5, handler), 'DATABASE_ERROR');
@@ -129,7 +132,10 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
     const error = await rejection(
       eachBatch(db.ds, job, arraySource(10), 5, async (items, tx) => {
         calls++;
-        await tx.query(sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`), items.flatMap((i) => [job, i]));
+        await tx.query(
+          sql(`INSERT INTO ser_effects (job, item) VALUES ${items.map(() => '(?, ?)').join(', ')}`),
+          items.flatMap((i) => [job, i]),
+        );
       }),
     );
     expect((error as CheckpointError).code).to.equal('DATABASE_ERROR');
@@ -141,81 +147,85 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
   });
 
   // MySQL's SERIALIZABLE takes locks instead of failing with 40001: its conflicts are the deadlocks below.
-  if (DRIVER === 'postgres') describe('under SERIALIZABLE (default_transaction_isolation on the DataSource)', () => {
-    let serializable: DataSource;
-    const log = new ErrorLog();
+  if (DRIVER === 'postgres')
+    describe('under SERIALIZABLE (default_transaction_isolation on the DataSource)', () => {
+      let serializable: DataSource;
+      const log = new ErrorLog();
 
-    before(async () => {
-      serializable = await openVictim(db.url, {
-        logger: log,
-        extra: { options: '-c default_transaction_isolation=serializable -c deadlock_timeout=50ms' },
-      });
-      expect(await serializable.query('SHOW transaction_isolation')).to.deep.equal([{ transaction_isolation: 'serializable' }]);
-    });
-    after(() => serializable.destroy());
-    beforeEach(() => (log.errors.length = 0));
-
-    /** Polls the database until some backend of this database waits for a lock. */
-    async function untilSomeoneWaits(): Promise<void> {
-      const waiting = async () =>
-        count(db.ds, 'SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()');
-      while ((await waiting()) === 0) await pause(5);
-    }
-
-    /** Failed statements of the library itself (on its own tables) with this code. */
-    const ownFailures = (code: string) => log.errors.filter((e) => e.code === code && /"(checkpoint_jobs|file_checkpoints)"/.test(e.sql));
-
-    it('concurrent calls of one step: real 40001s on its own INSERT are retried; f runs once and every caller gets its value', async () => {
-      let runs = 0;
-      const results = await Promise.all(
-        Array.from({ length: 6 }, () =>
-          step(serializable, 'serializable-step', async (tx) => {
-            runs++;
-            await tx.query("INSERT INTO ser_effects (job, item) VALUES ('serializable-step', 1)");
-            // Commits only once another caller waits on this step's uncommitted row: that caller's
-            // snapshot cannot see the row, so its INSERT fails with 40001 when this one commits.
-            await untilSomeoneWaits();
-            return { invoice: 42 };
-          }),
-        ),
-      );
-      expect(runs).to.equal(1);
-      expect(results).to.deep.equal(Array.from({ length: 6 }, () => ({ invoice: 42 })));
-      expect(ownFailures('40001').length, 'no serialization failure was provoked').to.be.greaterThan(0);
-      expect(await count(db.ds, "SELECT COUNT(*) FROM ser_effects WHERE job = 'serializable-step'")).to.equal(1);
-      await expectNoLeaks(serializable, db.ds);
-    });
-
-    it('three runners of one job at once: retried or surfaced as DATABASE_ERROR (40001), never a batch twice', async () => {
-      const job = 'serializable-job';
-      const n = 300;
-      const userErrors = new Set<unknown>();
-      const run = () =>
-        eachBatch(serializable, job, arraySource(n), 10, async (items, tx) => {
-          try {
-            await tx.query('INSERT INTO ser_effects (job, item) SELECT $1, unnest($2::int[])', [job, items]);
-          } catch (error) {
-            userErrors.add(error);
-            throw error;
-          }
+      before(async () => {
+        serializable = await openVictim(db.url, {
+          logger: log,
+          extra: { options: '-c default_transaction_isolation=serializable -c deadlock_timeout=50ms' },
         });
-      const settled = await Promise.allSettled([run(), run(), run()]);
-      for (const outcome of settled) {
-        if (outcome.status === 'rejected' && !userErrors.has(outcome.reason)) {
-          expect(outcome.reason).to.be.instanceOf(CheckpointError);
-          expect((outcome.reason as CheckpointError).code).to.equal('DATABASE_ERROR');
-          expect(codesOf(outcome.reason)).to.include('40001');
-        }
+        expect(await serializable.query('SHOW transaction_isolation')).to.deep.equal([{ transaction_isolation: 'serializable' }]);
+      });
+      after(() => serializable.destroy());
+      beforeEach(() => (log.errors.length = 0));
+
+      /** Polls the database until some backend of this database waits for a lock. */
+      async function untilSomeoneWaits(): Promise<void> {
+        const waiting = async () =>
+          count(
+            db.ds,
+            'SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()',
+          );
+        while ((await waiting()) === 0) await pause(5);
       }
-      expect(ownFailures('40001').length, 'no serialization failure was provoked').to.be.greaterThan(0);
-      // Whoever gave up reruns: the job is already done, or resumes where it is.
-      expect(await run()).to.include({ done: true });
-      expect(await count(db.ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
-      expect(await count(db.ds, sql('SELECT COUNT(DISTINCT item) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
-      expect(await status(db.ds, job)).to.include({ done: true, items: n, batches: n / 10 });
-      await expectNoLeaks(serializable, db.ds);
+
+      /** Failed statements of the library itself (on its own tables) with this code. */
+      const ownFailures = (code: string) => log.errors.filter((e) => e.code === code && /"(checkpoint_jobs|file_checkpoints)"/.test(e.sql));
+
+      it('concurrent calls of one step: real 40001s on its own INSERT are retried; f runs once and every caller gets its value', async () => {
+        let runs = 0;
+        const results = await Promise.all(
+          Array.from({ length: 6 }, () =>
+            step(serializable, 'serializable-step', async (tx) => {
+              runs++;
+              await tx.query("INSERT INTO ser_effects (job, item) VALUES ('serializable-step', 1)");
+              // Commits only once another caller waits on this step's uncommitted row: that caller's
+              // snapshot cannot see the row, so its INSERT fails with 40001 when this one commits.
+              await untilSomeoneWaits();
+              return { invoice: 42 };
+            }),
+          ),
+        );
+        expect(runs).to.equal(1);
+        expect(results).to.deep.equal(Array.from({ length: 6 }, () => ({ invoice: 42 })));
+        expect(ownFailures('40001').length, 'no serialization failure was provoked').to.be.greaterThan(0);
+        expect(await count(db.ds, "SELECT COUNT(*) FROM ser_effects WHERE job = 'serializable-step'")).to.equal(1);
+        await expectNoLeaks(serializable, db.ds);
+      });
+
+      it('three runners of one job at once: retried or surfaced as DATABASE_ERROR (40001), never a batch twice', async () => {
+        const job = 'serializable-job';
+        const n = 300;
+        const userErrors = new Set<unknown>();
+        const run = () =>
+          eachBatch(serializable, job, arraySource(n), 10, async (items, tx) => {
+            try {
+              await tx.query('INSERT INTO ser_effects (job, item) SELECT $1, unnest($2::int[])', [job, items]);
+            } catch (error) {
+              userErrors.add(error);
+              throw error;
+            }
+          });
+        const settled = await Promise.allSettled([run(), run(), run()]);
+        for (const outcome of settled) {
+          if (outcome.status === 'rejected' && !userErrors.has(outcome.reason)) {
+            expect(outcome.reason).to.be.instanceOf(CheckpointError);
+            expect((outcome.reason as CheckpointError).code).to.equal('DATABASE_ERROR');
+            expect(codesOf(outcome.reason)).to.include('40001');
+          }
+        }
+        expect(ownFailures('40001').length, 'no serialization failure was provoked').to.be.greaterThan(0);
+        // Whoever gave up reruns: the job is already done, or resumes where it is.
+        expect(await run()).to.include({ done: true });
+        expect(await count(db.ds, sql('SELECT COUNT(*) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
+        expect(await count(db.ds, sql('SELECT COUNT(DISTINCT item) FROM ser_effects WHERE job = ?'), [job])).to.equal(n);
+        expect(await status(db.ds, job)).to.include({ done: true, items: n, batches: n / 10 });
+        await expectNoLeaks(serializable, db.ds);
+      });
     });
-  });
   describe('deadlocks', () => {
     let readCommitted: DataSource;
     const log = new ErrorLog();
@@ -243,10 +253,14 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
         // So this session is never the victim: PostgreSQL's waits longest before it checks; InnoDB
         // rolls back the transaction that changed fewer rows.
         if (DRIVER === 'postgres') await other.query("SET deadlock_timeout = '60s'");
-        const [{ pid }] = (await other.query(DRIVER === 'mysql' ? 'SELECT CONNECTION_ID() AS pid' : 'SELECT pg_backend_pid() AS pid')) as { pid: number }[];
+        const [{ pid }] = (await other.query(DRIVER === 'mysql' ? 'SELECT CONNECTION_ID() AS pid' : 'SELECT pg_backend_pid() AS pid')) as {
+          pid: number;
+        }[];
         await other.startTransaction();
         if (DRIVER === 'mysql') {
-          await other.query(`INSERT INTO ser_effects (job, item) VALUES ${Array.from({ length: 50 }, (_, i) => `('deadlock-weight', ${i})`).join(', ')}`);
+          await other.query(
+            `INSERT INTO ser_effects (job, item) VALUES ${Array.from({ length: 50 }, (_, i) => `('deadlock-weight', ${i})`).join(', ')}`,
+          );
         }
         await other.query("UPDATE file_checkpoints SET processed_by = processed_by WHERE file_url = 's3://deadlock/1.csv'");
 
@@ -282,7 +296,10 @@ describe(`faults: serialization failures, deadlocks and non-retryable errors (${
 
         expect(result.claimed).to.equal(true);
         expect(attempts).to.equal(2);
-        expect(log.errors.filter((e) => e.code === deadlock && e.sql.includes(ownTable)).length, 'the deadlock did not hit the completion').to.be.greaterThan(0);
+        expect(
+          log.errors.filter((e) => e.code === deadlock && e.sql.includes(ownTable)).length,
+          'the deadlock did not hit the completion',
+        ).to.be.greaterThan(0);
         const row = (await manager.get('s3://deadlock/1.csv'))!;
         expect(row).to.include({ status: 'completed', claimToken: tokenBefore, recordsPersisted: 1 });
         expect(await count(db.ds, 'SELECT n FROM ser_counter WHERE id = 1')).to.equal(11);

@@ -82,7 +82,11 @@ describe('importFile fast paths', () => {
       const cuts = Array.from({ length: 80 }, (_, i) => i * 65536);
       const ours = await collect(csvRecords(pieces(bytes, cuts)), true);
       expect(ours.error).to.equal(null);
-      expect(ours.records.map((r) => r.map((f) => f.length))).to.deep.equal([[2, 5], [long.length, 2], [1, 1]]);
+      expect(ours.records.map((r) => r.map((f) => f.length))).to.deep.equal([
+        [2, 5],
+        [long.length, 2],
+        [1, 1],
+      ]);
       expect(ours.records[1][1]).to.equal('1\r');
     });
   });
@@ -114,7 +118,10 @@ describe('importFile fast paths', () => {
       expect(decode(rows.bytes)).to.deep.equal(ids.map((id, i) => ['batch', id, String(i - 2)]));
       const rest = skipCopyRows(rows, 4);
       expect(rest.rows).to.equal(2);
-      expect(decode(rest.bytes)).to.deep.equal([['batch', 'ü😀', '2'], ['batch', 'plain', '3']]);
+      expect(decode(rest.bytes)).to.deep.equal([
+        ['batch', 'ü😀', '2'],
+        ['batch', 'plain', '3'],
+      ]);
       expect(Array.from(rest.ends.subarray(0, rest.rows))).to.deep.equal([Buffer.byteLength('batch\tü😀\t2\n'), rest.bytes.length]);
     });
   });
@@ -174,7 +181,10 @@ describe('importFile fast paths', () => {
         writeFileSync(path, `id,value\n${ids.map((id, i) => `${id},${numbers[i]}`).join('\n')}\n`);
         expect(await importFile(logged, 'binary-plain', path, { size: 3 })).to.include({ nextIndex: ids.length, done: true });
         expect(copies).to.have.length(3);
-        expect(copies.every((sql) => /\(FORMAT binary\)$/.test(sql)), copies.join('\n')).to.equal(true);
+        expect(
+          copies.every((sql) => /\(FORMAT binary\)$/.test(sql)),
+          copies.join('\n'),
+        ).to.equal(true);
         const expected = ids.map((id, i): [string, number] => [id, Number(numbers[i]) + 0]);
         expect(new Map(await values(ds, 'binary-plain'))).to.deep.equal(new Map(expected));
       });

@@ -79,7 +79,7 @@ describe(`import chunk commits (${DRIVER})`, () => {
       expect(chunkCommits(log)).to.deep.equal(['sync']);
     });
 
-    it('inside the caller\'s transaction, never sets the commit mode (the commit is the caller\'s)', async () => {
+    it("inside the caller's transaction, never sets the commit mode (the commit is the caller's)", async () => {
       await runInTransaction(db.ds, async (tx) => {
         expect(await importFile(tx, 'joined', path, { size: 1000 })).to.include({ rows: ROWS, done: true });
       });

@@ -2,17 +2,7 @@ import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { DataSource } from 'typeorm';
-import {
-  applyChunk,
-  begin,
-  CheckpointError,
-  checkpoint,
-  importAll,
-  parseRows,
-  runInTransaction,
-  sourceDigest,
-  values,
-} from '../src';
+import { applyChunk, begin, CheckpointError, checkpoint, importAll, parseRows, runInTransaction, sourceDigest, values } from '../src';
 import { JsonRowScanner } from '../src/import/json-row-scanner';
 import { count, createTestDatabase, DRIVER, q, sql, type TestDatabase } from './support/database';
 
@@ -62,9 +52,10 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
   /** Every stored import and item, to prove a refused call changed nothing. */
   async function snapshot(): Promise<unknown> {
     const imports = (await ds.query(`SELECT * FROM ${q('checkpoint_imports')} ORDER BY ${q('id')}`)) as Record<string, unknown>[];
-    const items = (await ds.query(
-      `SELECT * FROM ${q('checkpoint_import_items')} ORDER BY ${q('batch')}, ${q('id')}`,
-    )) as Record<string, unknown>[];
+    const items = (await ds.query(`SELECT * FROM ${q('checkpoint_import_items')} ORDER BY ${q('batch')}, ${q('id')}`)) as Record<
+      string,
+      unknown
+    >[];
     return JSON.stringify({ imports, items });
   }
 
@@ -88,7 +79,12 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
     });
 
     it('accepts integers up to ±(2^53−1) and -0 as 0', () => {
-      const rows = parseRows(json([{ id: 'max', value: MAX }, { id: 'min', value: -MAX }]).replace('}]', '},{"id":"z","value":-0}]'));
+      const rows = parseRows(
+        json([
+          { id: 'max', value: MAX },
+          { id: 'min', value: -MAX },
+        ]).replace('}]', '},{"id":"z","value":-0}]'),
+      );
       expect(rows).to.deep.equal([
         { id: 'max', value: MAX },
         { id: 'min', value: -MAX },
@@ -107,13 +103,33 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
     });
 
     it('refuses a duplicate id with the index of the later occurrence', () => {
-      expectInvalid(json([{ id: 'a', value: 1 }, { id: 'b', value: 2 }, { id: 'c', value: 3 }, { id: 'b', value: 4 }]), 3);
+      expectInvalid(
+        json([
+          { id: 'a', value: 1 },
+          { id: 'b', value: 2 },
+          { id: 'c', value: 3 },
+          { id: 'b', value: 4 },
+        ]),
+        3,
+      );
     });
 
     it('refuses an empty, missing or non-string id', () => {
-      expectInvalid(json([{ id: 'a', value: 1 }, { id: '', value: 2 }]), 1);
+      expectInvalid(
+        json([
+          { id: 'a', value: 1 },
+          { id: '', value: 2 },
+        ]),
+        1,
+      );
       expectInvalid(json([{ value: 2 }]), 0);
-      expectInvalid(json([{ id: 'a', value: 1 }, { id: 7, value: 2 }]), 1);
+      expectInvalid(
+        json([
+          { id: 'a', value: 1 },
+          { id: 7, value: 2 },
+        ]),
+        1,
+      );
       expectInvalid(json([{ id: null, value: 2 }]), 0);
       expectInvalid(json([{ id: true, value: 2 }]), 0);
       expectInvalid(json([{ id: ['a'], value: 2 }]), 0);
@@ -121,7 +137,13 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
 
     it('refuses a boolean, float-written, out-of-range, missing or non-number value', () => {
       expectInvalid(json([{ id: 'a', value: true }]), 0);
-      expectInvalid(json([{ id: 'a', value: 1 }, { id: 'b', value: false }]), 1);
+      expectInvalid(
+        json([
+          { id: 'a', value: 1 },
+          { id: 'b', value: false },
+        ]),
+        1,
+      );
       expectInvalid('[{"id":"a","value":1},{"id":"b","value":1.0}]', 1);
       expectInvalid('[{"id":"a","value":1e3}]', 0);
       expectInvalid('[{"id":"a","value":1E3}]', 0);
@@ -151,9 +173,22 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
     });
 
     it('refuses invalid JSON', () => {
-      for (const raw of ['', '   ', '[', '[{"id":"a","value":1}', '[{"id":"a","value":1},]', "[{'id':'a','value':1}]",
-        '[{"id":"a","value":NaN}]', '[{"id":"a","value":01}]', '[{"id":"a","value":1}] []', '[{"id":"a" "value":1}]',
-        '[{"id":"a\tb","value":1}]', '[{"id":"\\x41","value":1}]', '[{"id":"a","value":+1}]', '[{"id":"a","value":1}]\u00a0']) {
+      for (const raw of [
+        '',
+        '   ',
+        '[',
+        '[{"id":"a","value":1}',
+        '[{"id":"a","value":1},]',
+        "[{'id':'a','value':1}]",
+        '[{"id":"a","value":NaN}]',
+        '[{"id":"a","value":01}]',
+        '[{"id":"a","value":1}] []',
+        '[{"id":"a" "value":1}]',
+        '[{"id":"a\tb","value":1}]',
+        '[{"id":"\\x41","value":1}]',
+        '[{"id":"a","value":+1}]',
+        '[{"id":"a","value":1}]\u00a0',
+      ]) {
         const error = thrown(() => parseRows(raw));
         expect(error.code, raw).to.equal('INVALID_INPUT');
       }
@@ -207,12 +242,12 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
         fc.jsonValue({ maxDepth: 3 }).map((value) => JSON.stringify(value)),
       );
       // Mutations: cut, duplicate or replace one character, so malformed JSON comes up often.
-      const mutated = fc.tuple(document, fc.nat(), fc.constantFrom('', '.0', 'e1', ',', ']', '"', '\\', ' ', 'x', '1.0', '}'), fc.boolean()).map(
-        ([text, at, insert, cut]) => {
+      const mutated = fc
+        .tuple(document, fc.nat(), fc.constantFrom('', '.0', 'e1', ',', ']', '"', '\\', ' ', 'x', '1.0', '}'), fc.boolean())
+        .map(([text, at, insert, cut]) => {
           const position = text.length === 0 ? 0 : at % text.length;
           return text.slice(0, position) + insert + text.slice(position + (cut ? 1 : 0));
-        },
-      );
+        });
       fc.assert(
         fc.property(fc.oneof(document, mutated), (text) => {
           const expected = reference(text);
@@ -250,7 +285,8 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
         }
       };
       const text = fc.oneof(
-        fc.array(fc.record({ id: fc.string({ minLength: 1, maxLength: 5 }), value: fc.oneof(fc.integer(), fc.double()) }), { maxLength: 6 })
+        fc
+          .array(fc.record({ id: fc.string({ minLength: 1, maxLength: 5 }), value: fc.oneof(fc.integer(), fc.double()) }), { maxLength: 6 })
           .map((rows) => JSON.stringify(rows).replace(/"value":(-?\d+)}/g, (m, n: string) => (n.length % 3 === 0 ? `"value":${n}.0}` : m))),
         fc.jsonValue({ maxDepth: 3 }).map((value) => JSON.stringify(value)),
         fc.string({ maxLength: 30 }),
@@ -313,7 +349,12 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
   describe('applyChunk', () => {
     it('inserts the rows, stores next_index = start + rows.length and returns it', async () => {
       await begin(ds, 'apply', 'd');
-      expect(await applyChunk(ds, 'apply', 0, [{ id: 'a', value: 1 }, { id: 'b', value: 2 }])).to.equal(2);
+      expect(
+        await applyChunk(ds, 'apply', 0, [
+          { id: 'a', value: 1 },
+          { id: 'b', value: 2 },
+        ]),
+      ).to.equal(2);
       expect(await applyChunk(ds, 'apply', 2, [{ id: 'c', value: 3, extra: true } as never])).to.equal(3);
       expect(await checkpoint(ds, 'apply')).to.equal(3);
       expect(await values(ds, 'apply')).to.deep.equal([
@@ -325,7 +366,10 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
 
     it('refuses a start other than the committed next_index, and an unknown batch, with CURSOR_MISMATCH', async () => {
       await begin(ds, 'cursor', 'd');
-      await applyChunk(ds, 'cursor', 0, [{ id: 'a', value: 1 }, { id: 'b', value: 2 }]);
+      await applyChunk(ds, 'cursor', 0, [
+        { id: 'a', value: 1 },
+        { id: 'b', value: 2 },
+      ]);
       const before = await snapshot();
       for (const start of [0, 1, 3]) {
         const error = await rejection(applyChunk(ds, 'cursor', start, [{ id: `x${start}`, value: 1 }]));
@@ -338,11 +382,24 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
 
     it('calls fault with the global index after each insert', async () => {
       await begin(ds, 'fault-order', 'd');
-      await applyChunk(ds, 'fault-order', 0, [{ id: 'a', value: 1 }, { id: 'b', value: 2 }]);
+      await applyChunk(ds, 'fault-order', 0, [
+        { id: 'a', value: 1 },
+        { id: 'b', value: 2 },
+      ]);
       const calls: number[] = [];
-      await applyChunk(ds, 'fault-order', 2, [{ id: 'c', value: 3 }, { id: 'd', value: 4 }, { id: 'e', value: 5 }], (index) => {
-        calls.push(index);
-      });
+      await applyChunk(
+        ds,
+        'fault-order',
+        2,
+        [
+          { id: 'c', value: 3 },
+          { id: 'd', value: 4 },
+          { id: 'e', value: 5 },
+        ],
+        (index) => {
+          calls.push(index);
+        },
+      );
       expect(calls).to.deep.equal([2, 3, 4]);
     });
 
@@ -354,10 +411,20 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
       const calls: number[] = [];
       let caught: unknown;
       try {
-        await applyChunk(ds, 'fault-roll', 1, [{ id: 'b', value: 2 }, { id: 'c', value: 3 }, { id: 'd', value: 4 }], (index) => {
-          calls.push(index);
-          if (index === 2) throw failure;
-        });
+        await applyChunk(
+          ds,
+          'fault-roll',
+          1,
+          [
+            { id: 'b', value: 2 },
+            { id: 'c', value: 3 },
+            { id: 'd', value: 4 },
+          ],
+          (index) => {
+            calls.push(index);
+            if (index === 2) throw failure;
+          },
+        );
       } catch (error) {
         caught = error;
       }
@@ -370,12 +437,31 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
 
     it('refuses an id already stored in the batch with INVALID_INPUT, keeping nothing of the chunk', async () => {
       await begin(ds, 'stored-id', 'd');
-      await applyChunk(ds, 'stored-id', 0, [{ id: 'a', value: 1 }, { id: 'b', value: 2 }]);
+      await applyChunk(ds, 'stored-id', 0, [
+        { id: 'a', value: 1 },
+        { id: 'b', value: 2 },
+      ]);
       const before = await snapshot();
-      const error = (await rejection(applyChunk(ds, 'stored-id', 2, [{ id: 'c', value: 3 }, { id: 'a', value: 4 }]))) as CheckpointError & { index?: number };
+      const error = (await rejection(
+        applyChunk(ds, 'stored-id', 2, [
+          { id: 'c', value: 3 },
+          { id: 'a', value: 4 },
+        ]),
+      )) as CheckpointError & { index?: number };
       expect(error.code).to.equal('INVALID_INPUT');
       expect(error.index).to.equal(3);
-      const withFault = await rejection(applyChunk(ds, 'stored-id', 2, [{ id: 'c', value: 3 }, { id: 'b', value: 4 }], () => undefined));
+      const withFault = await rejection(
+        applyChunk(
+          ds,
+          'stored-id',
+          2,
+          [
+            { id: 'c', value: 3 },
+            { id: 'b', value: 4 },
+          ],
+          () => undefined,
+        ),
+      );
       expect(withFault.code).to.equal('INVALID_INPUT');
       expect(await snapshot()).to.equal(before);
     });
@@ -386,13 +472,25 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
       const before = await snapshot();
       const cases: [unknown[], number][] = [
         [[{ id: '', value: 1 }], 1],
-        [[{ id: 'b', value: 1 }, { id: 5, value: 1 }], 2],
+        [
+          [
+            { id: 'b', value: 1 },
+            { id: 5, value: 1 },
+          ],
+          2,
+        ],
         [[{ value: 1 }], 1],
         [[{ id: 'b', value: true }], 1],
         [[{ id: 'b', value: 1.5 }], 1],
         [[{ id: 'b', value: MAX + 1 }], 1],
         [[{ id: 'b', value: '1' }], 1],
-        [[{ id: 'b', value: 1 }, { id: 'b', value: 2 }], 2],
+        [
+          [
+            { id: 'b', value: 1 },
+            { id: 'b', value: 2 },
+          ],
+          2,
+        ],
         [[null], 1],
       ];
       for (const [rows, index] of cases) {
@@ -408,8 +506,14 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
     it('lets exactly one of two concurrent calls at the same start apply its chunk', async () => {
       await begin(ds, 'race', 'd');
       const outcomes = await Promise.allSettled([
-        applyChunk(ds, 'race', 0, [{ id: 'a', value: 1 }, { id: 'b', value: 2 }]),
-        applyChunk(ds, 'race', 0, [{ id: 'c', value: 3 }, { id: 'd', value: 4 }]),
+        applyChunk(ds, 'race', 0, [
+          { id: 'a', value: 1 },
+          { id: 'b', value: 2 },
+        ]),
+        applyChunk(ds, 'race', 0, [
+          { id: 'c', value: 3 },
+          { id: 'd', value: 4 },
+        ]),
       ]);
       expect(outcomes.filter((o) => o.status === 'fulfilled')).to.have.length(1);
       const failed = outcomes.find((o) => o.status === 'rejected') as PromiseRejectedResult;
@@ -452,7 +556,14 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
     it('values are that batch’s pairs only, ordered by Unicode code point, values as numbers', async () => {
       const ids = ['B', 'a', 'é', 'Z', '10', '9', '😀', '\uffff'];
       await importAll(ds, 'order', json(ids.map((id, i) => ({ id, value: i === 0 ? MAX : -i }))), { size: 3 });
-      await importAll(ds, 'order-other', json([{ id: 'a', value: 100 }, { id: 'zz', value: 101 }]));
+      await importAll(
+        ds,
+        'order-other',
+        json([
+          { id: 'a', value: 100 },
+          { id: 'zz', value: 101 },
+        ]),
+      );
       expect(await values(ds, 'order')).to.deep.equal([
         ['10', -4],
         ['9', -5],
@@ -528,8 +639,17 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
     });
 
     it('refuses another source under the same batch with FINGERPRINT_MISMATCH, changing nothing', async () => {
-      const raw = json([{ id: 'a', value: 1 }, { id: 'b', value: 2 }, { id: 'c', value: 3 }]);
-      await importAll(ds, 'guarded', raw, { size: 2, fault: (i) => { if (i === 2) throw new Error('stop'); } }).catch(() => undefined);
+      const raw = json([
+        { id: 'a', value: 1 },
+        { id: 'b', value: 2 },
+        { id: 'c', value: 3 },
+      ]);
+      await importAll(ds, 'guarded', raw, {
+        size: 2,
+        fault: (i) => {
+          if (i === 2) throw new Error('stop');
+        },
+      }).catch(() => undefined);
       expect(await checkpoint(ds, 'guarded')).to.equal(2);
       const before = await snapshot();
       // Whitespace alone makes another source: the digest is over the bytes.
@@ -540,7 +660,16 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
 
     it('refuses invalid input before beginning anything', async () => {
       const before = await snapshot();
-      const error = (await rejection(importAll(ds, 'invalid', json([{ id: 'a', value: 1 }, { id: 'a', value: 2 }])))) as CheckpointError & {
+      const error = (await rejection(
+        importAll(
+          ds,
+          'invalid',
+          json([
+            { id: 'a', value: 1 },
+            { id: 'a', value: 2 },
+          ]),
+        ),
+      )) as CheckpointError & {
         index?: number;
       };
       expect(error.code).to.equal('INVALID_INPUT');

@@ -58,7 +58,10 @@ const writers = {
       .join('')}`,
   csv: (rows: Row[], raw?: RawRow) =>
     `${BOM}note,id,value\r\n${rows
-      .map((r, i) => `${raw?.at === i ? raw.text : `${i % 2 ? '"a, ""quoted""\nnote"' : 'plain'},${i % 4 ? r.id : `"${r.id}"`},${r.value}`}\r\n`)
+      .map(
+        (r, i) =>
+          `${raw?.at === i ? raw.text : `${i % 2 ? '"a, ""quoted""\nnote"' : 'plain'},${i % 4 ? r.id : `"${r.id}"`},${r.value}`}\r\n`,
+      )
       .join('')}`,
 };
 type Format = keyof typeof writers;
@@ -153,7 +156,11 @@ describe(`importFile: the streaming engine (${DRIVER})`, function () {
     });
 
     it('imports an empty source as done with no rows', async () => {
-      for (const [format, content] of [['json', ' [ ] '], ['ndjson', '\n\n'], ['csv', 'id,value\n']] as const) {
+      for (const [format, content] of [
+        ['json', ' [ ] '],
+        ['ndjson', '\n\n'],
+        ['csv', 'id,value\n'],
+      ] as const) {
         const result = await importFile(ds, `empty-${format}`, file(format, content));
         expect(result).to.include({ nextIndex: 0, rows: 0, done: true });
         expect(await checkpoint(ds, `empty-${format}`)).to.equal(0);
@@ -368,7 +375,10 @@ describe(`importFile: the streaming engine (${DRIVER})`, function () {
           onProgress: () => {
             if (edited) return;
             edited = true;
-            writeFileSync(path, original.toString('utf8').replace(`"id":"${last.id}","value":${last.value}`, `"id":"${last.id}","value":${last.value + 1}`));
+            writeFileSync(
+              path,
+              original.toString('utf8').replace(`"id":"${last.id}","value":${last.value}`, `"id":"${last.id}","value":${last.value + 1}`),
+            );
           },
         }),
       );
@@ -441,10 +451,7 @@ describe(`importFile: the streaming engine (${DRIVER})`, function () {
     it('two runners of the same import never apply a chunk twice: together they write every row once', async () => {
       const rows = makeRows(1200, 'twice');
       const path = sourceOf('ndjson', rows);
-      const [a, b] = await Promise.all([
-        importFile(ds, 'twice', path, { size: 50 }),
-        importFile(ds, 'twice', path, { size: 50 }),
-      ]);
+      const [a, b] = await Promise.all([importFile(ds, 'twice', path, { size: 50 }), importFile(ds, 'twice', path, { size: 50 })]);
       expect(a.done && b.done).to.equal(true);
       expect(a.rows + b.rows).to.equal(1200);
       expect(await itemCount('twice')).to.equal(1200);
@@ -479,7 +486,9 @@ describe(`importFile: the streaming engine (${DRIVER})`, function () {
     const sessionUrl = (batch: string) => (DRIVER === 'postgres' ? `${database.url}?application_name=${batch}` : database.url);
     const sessionsEnded = async (batch: string) => {
       if (DRIVER !== 'postgres') return;
-      while ((await count(ds, 'SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1', [batch])) > 0) {
+      while (
+        (await count(ds, 'SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1', [batch])) > 0
+      ) {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     };

@@ -50,8 +50,10 @@ describe(`import chunks pipelined on one connection (${DRIVER})`, () => {
       () => (settled = true),
       () => (settled = true),
     );
-    const waiting = () => count(database.ds, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
-    while (!settled && (chunksSent(table) < BLOCKED_CHUNK + 2 || (await waiting()) === 0)) await new Promise((resolve) => setTimeout(resolve, 5));
+    const waiting = () =>
+      count(database.ds, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+    while (!settled && (chunksSent(table) < BLOCKED_CHUNK + 2 || (await waiting()) === 0))
+      await new Promise((resolve) => setTimeout(resolve, 5));
     expect(settled, 'the import ended before its blocked chunk').to.equal(false);
     // Depth 2: the chunk after the pipelined one waits for the blocked one.
     expect(chunksSent(table)).to.equal(BLOCKED_CHUNK + 2);
@@ -105,7 +107,9 @@ describe(`import chunks pipelined on one connection (${DRIVER})`, () => {
     const error = await expectCode(running, 'INVALID_INPUT');
     expect(error).to.include({ index: HELD_KEY });
     expect(await checkpoint(database.ds, batch)).to.equal(BLOCKED_CHUNK * SIZE);
-    expect(await count(database.ds, 'SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = $1', [batch])).to.equal(BLOCKED_CHUNK * SIZE + 1);
+    expect(await count(database.ds, 'SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = $1', [batch])).to.equal(
+      BLOCKED_CHUNK * SIZE + 1,
+    );
 
     await database.ds.query('DELETE FROM checkpoint_import_items WHERE batch = $1 AND id = $2', [batch, `r${HELD_KEY}`]);
     expect(await importFile(database.ds, batch, labPath, { size: SIZE })).to.include({ rows: ROWS - BLOCKED_CHUNK * SIZE, done: true });
@@ -129,7 +133,10 @@ describe(`import chunks pipelined on one connection (${DRIVER})`, () => {
     expect(await running).to.include({ nextIndex: (BLOCKED_CHUNK + 1) * SIZE, rows: (BLOCKED_CHUNK + 1) * SIZE, done: false });
     expect(await checkpoint(database.ds, 'records-stopped')).to.equal((BLOCKED_CHUNK + 1) * SIZE);
     expect(await count(database.ds, 'SELECT COUNT(*) FROM piped')).to.equal((BLOCKED_CHUNK + 1) * SIZE);
-    expect(await importFile(database.ds, 'records-stopped', recordsPath, { into: 'piped', size: SIZE })).to.include({ rows: ROWS - (BLOCKED_CHUNK + 1) * SIZE, done: true });
+    expect(await importFile(database.ds, 'records-stopped', recordsPath, { into: 'piped', size: SIZE })).to.include({
+      rows: ROWS - (BLOCKED_CHUNK + 1) * SIZE,
+      done: true,
+    });
     expect(await count(database.ds, 'SELECT COUNT(DISTINCT n) FROM piped')).to.equal(ROWS);
   });
 });

@@ -60,7 +60,11 @@ describe(`import progress counts (${DRIVER})`, function () {
     const source = stock('s');
     const controller = new AbortController();
     const options = { into: 'progress_stock', invalid: 'skip' as const, size: 4, map: skipFifth };
-    const first = await importFile(database.ds, 'stock', source.path, { ...options, signal: controller.signal, onProgress: () => controller.abort() });
+    const first = await importFile(database.ds, 'stock', source.path, {
+      ...options,
+      signal: controller.signal,
+      onProgress: () => controller.abort(),
+    });
     expect(first.done).to.equal(false);
     const stopped = await counts(database.ds, 'stock');
     expect(stopped.chunks).to.be.within(1, 9);
@@ -69,13 +73,28 @@ describe(`import progress counts (${DRIVER})`, function () {
 
     const rest = await importFile(database.ds, 'stock', source.path, options);
     expect(rest.done).to.equal(true);
-    expect(await counts(database.ds, 'stock')).to.deep.equal({ nextIndex: 40, writtenRows: source.written, skippedRows: source.skipped, chunks: 10 });
+    expect(await counts(database.ds, 'stock')).to.deep.equal({
+      nextIndex: 40,
+      writtenRows: source.written,
+      skippedRows: source.skipped,
+      chunks: 10,
+    });
 
     const status = await cliJson(['status', 'stock', '--db', database.url]);
-    expect(status.json.import).to.include({ rows: source.written, skipped: source.skipped, invalid: source.invalid, chunks: 10, done: true });
+    expect(status.json.import).to.include({
+      rows: source.written,
+      skipped: source.skipped,
+      invalid: source.invalid,
+      chunks: 10,
+      done: true,
+    });
     expect(status.json.import.startedAt).to.be.a('number');
     const listed = await cliJson(['list', '--db', database.url]);
-    expect(listed.json.imports.find((batch: { batch: string }) => batch.batch === 'stock')).to.include({ rows: source.written, skipped: source.skipped, invalid: source.invalid });
+    expect(listed.json.imports.find((batch: { batch: string }) => batch.batch === 'stock')).to.include({
+      rows: source.written,
+      skipped: source.skipped,
+      invalid: source.invalid,
+    });
     const overall = await cliJson(['status', '--db', database.url]);
     expect(overall.json.imports.skipped).to.be.at.least(source.skipped);
   });
@@ -93,12 +112,18 @@ describe(`import progress counts (${DRIVER})`, function () {
   });
 
   it('lab-shape imports count too: importFile into the built-in table, begin and applyChunk; replaceImport starts the counts again', async () => {
-    const path = file('lab.ndjson', Array.from({ length: 7 }, (_, i) => JSON.stringify({ id: `l${i}`, value: i })));
+    const path = file(
+      'lab.ndjson',
+      Array.from({ length: 7 }, (_, i) => JSON.stringify({ id: `l${i}`, value: i })),
+    );
     await importFile(database.ds, 'lab', path, { size: 3 });
     expect(await counts(database.ds, 'lab')).to.deep.equal({ nextIndex: 7, writtenRows: 7, skippedRows: 0, chunks: 3 });
 
     await begin(database.ds, 'applied', 'd'.repeat(64));
-    await applyChunk(database.ds, 'applied', 0, [{ id: 'a', value: 1 }, { id: 'b', value: 2 }]);
+    await applyChunk(database.ds, 'applied', 0, [
+      { id: 'a', value: 1 },
+      { id: 'b', value: 2 },
+    ]);
     await applyChunk(database.ds, 'applied', 2, [{ id: 'c', value: 3 }]);
     expect(await counts(database.ds, 'applied')).to.deep.equal({ nextIndex: 3, writtenRows: 3, skippedRows: 0, chunks: 2 });
 
@@ -138,9 +163,9 @@ describe(`import progress counts (${DRIVER})`, function () {
     const server = await serve((req, res) => void handler(req, res));
     try {
       const data = (await (await fetch(`${server.url}/api/imports?q=older`)).json()) as ImportsData;
-      expect(data.items.map(({ rows, total, written, skipped, chunks, rate }) => ({ rows, total, written, skipped, chunks, rate }))).to.deep.equal([
-        { rows: 3, total: 3, written: null, skipped: null, chunks: null, rate: null },
-      ]);
+      expect(
+        data.items.map(({ rows, total, written, skipped, chunks, rate }) => ({ rows, total, written, skipped, chunks, rate })),
+      ).to.deep.equal([{ rows: 3, total: 3, written: null, skipped: null, chunks: null, rate: null }]);
     } finally {
       await server.close();
     }

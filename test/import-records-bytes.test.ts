@@ -17,18 +17,49 @@ import { DRIVER, q, sql, useTestDatabase } from './support/database';
 const COLUMNS = ['n', 'i', 's', 'num', 'amount', 'flag', 'day', 'at', 'atz', 'uid', 'name', 'note'] as const;
 
 const TABLE: Record<typeof DRIVER, (name: string) => string> = {
-  postgres: (name) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, i INTEGER, s SMALLINT, num NUMERIC(6,2), amount NUMERIC, flag BOOLEAN, day DATE,
+  postgres: (
+    name,
+  ) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, i INTEGER, s SMALLINT, num NUMERIC(6,2), amount NUMERIC, flag BOOLEAN, day DATE,
     at TIMESTAMP(6), atz TIMESTAMPTZ, uid UUID, name VARCHAR(5), note TEXT NOT NULL)`,
-  mysql: (name) => `CREATE TABLE ${name} (n INT PRIMARY KEY, i INT, s SMALLINT, num DECIMAL(6,2), amount DECIMAL(30,10), flag BOOLEAN, day DATE,
+  mysql: (
+    name,
+  ) => `CREATE TABLE ${name} (n INT PRIMARY KEY, i INT, s SMALLINT, num DECIMAL(6,2), amount DECIMAL(30,10), flag BOOLEAN, day DATE,
     at DATETIME(6), atz DATETIME(6), uid UUID, name VARCHAR(5), note TEXT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
-  sqlite: (name) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, i INTEGER, s SMALLINT, num DECIMAL(6,2), amount NUMERIC, flag BOOLEAN, day DATE,
+  sqlite: (
+    name,
+  ) => `CREATE TABLE ${name} (n INTEGER PRIMARY KEY, i INTEGER, s SMALLINT, num DECIMAL(6,2), amount NUMERIC, flag BOOLEAN, day DATE,
     at DATETIME, atz DATETIME, uid UUID, name VARCHAR(5), note TEXT NOT NULL)`,
 };
 
 const near = (valid: fc.Arbitrary<string>, ...odd: string[]) => fc.oneof({ weight: 3, arbitrary: valid }, fc.constantFrom(...odd));
-const integer = near(fc.integer({ min: -3e9, max: 3e9 }).map(String), '0', '-0', '007', '-', '', '1.5', '1e3', ' 1', '+1', '2147483648', '999999999999999999');
+const integer = near(
+  fc.integer({ min: -3e9, max: 3e9 }).map(String),
+  '0',
+  '-0',
+  '007',
+  '-',
+  '',
+  '1.5',
+  '1e3',
+  ' 1',
+  '+1',
+  '2147483648',
+  '999999999999999999',
+);
 const small = near(fc.integer({ min: -40000, max: 40000 }).map(String), '32767', '-32768', '32768', '00', '');
-const numeric = near(fc.stringMatching(/^-?[0-9]{1,5}(\.[0-9]{1,3})?$/), '0.00', '-0.0', '-0', '1e2', '00.5', '.5', '5.', '1234.50', '12345.1', '');
+const numeric = near(
+  fc.stringMatching(/^-?[0-9]{1,5}(\.[0-9]{1,3})?$/),
+  '0.00',
+  '-0.0',
+  '-0',
+  '1e2',
+  '00.5',
+  '.5',
+  '5.',
+  '1234.50',
+  '12345.1',
+  '',
+);
 const flag = near(fc.constantFrom('true', 'false', 't', 'f', '1', '0', 'yes', 'no'), 'TRUE', 'No', 'YeS', 'tru', '2', '', 'K');
 const day = near(fc.stringMatching(/^[0-9]{4}-[01][0-9]-[0-3][0-9]$/), '2024-02-29', '2023-02-29', '0000-01-01', '2024-1-01', '');
 const at = near(
@@ -40,9 +71,17 @@ const at = near(
   '2024-01-01t10:00:00',
   '',
 );
-const uid = near(fc.uuid(), '00000000-0000-0000-0000-00000000000G', 'ABCDEF01-2345-6789-ABCD-EF0123456789', '0000000000000000000000000000000000000', '');
+const uid = near(
+  fc.uuid(),
+  '00000000-0000-0000-0000-00000000000G',
+  'ABCDEF01-2345-6789-ABCD-EF0123456789',
+  '0000000000000000000000000000000000000',
+  '',
+);
 const text = fc
-  .array(fc.oneof(fc.constantFrom('"', ',', '\n', '\r', '\t', '\\', '\u0000', 'é', '😀', ' ', 'N'), fc.string({ maxLength: 3 })), { maxLength: 5 })
+  .array(fc.oneof(fc.constantFrom('"', ',', '\n', '\r', '\t', '\\', '\u0000', 'é', '😀', ' ', 'N'), fc.string({ maxLength: 3 })), {
+    maxLength: 5,
+  })
   .map((parts) => parts.join(''));
 
 interface Line {
@@ -105,9 +144,10 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
       outcome.error = { code, index, field };
     }
     outcome.rows = (await database.ds.query(`SELECT ${COLUMNS.map(q).join(', ')} FROM ${table} ORDER BY n`)) as unknown[];
-    outcome.rejects = (await database.ds.query(sql('SELECT row_index, reason, raw FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), [
-      batch,
-    ])) as unknown[];
+    outcome.rejects = (await database.ds.query(
+      sql('SELECT row_index, reason, raw FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'),
+      [batch],
+    )) as unknown[];
     return outcome;
   };
 
@@ -140,7 +180,20 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
 
   it('reads a file of valid rows as bytes to the end, and the same rows as the generic path', async () => {
     const rows = Array.from({ length: 3000 }, (_, n) =>
-      [n, n * 7 - 9000, n % 300, `${n % 9999}.${n % 100}`, `-${n}.${n % 10}0`, n % 2 === 0 ? 'T' : 'no', '2024-02-29', `2024-03-01T10:11:12.${n}`, '2024-03-01 10:11:12Z', '0f0e0d0c-0b0a-0908-0706-050403020100', 'ab\\c', `tab\there ${n}`].join(','),
+      [
+        n,
+        n * 7 - 9000,
+        n % 300,
+        `${n % 9999}.${n % 100}`,
+        `-${n}.${n % 10}0`,
+        n % 2 === 0 ? 'T' : 'no',
+        '2024-02-29',
+        `2024-03-01T10:11:12.${n}`,
+        '2024-03-01 10:11:12Z',
+        '0f0e0d0c-0b0a-0908-0706-050403020100',
+        'ab\\c',
+        `tab\there ${n}`,
+      ].join(','),
     );
     const path = join(dir, 'valid.csv');
     writeFileSync(path, `${COLUMNS.join(',')}\n${rows.join('\n')}\n`);
@@ -164,11 +217,43 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
   };
   const WIDE_COLUMNS = ['n', 'big', 'tiny', 'amount', 'money', 'at', 'atz', 'day', 'code', 'label', 'uid', 'flag'];
   const edges = {
-    big: ['0', '-1', '4294967295', '4294967296', '-4294967297', '9007199254740993', '-9223372036854775808', '9223372036854775807', '123456789012345'],
+    big: [
+      '0',
+      '-1',
+      '4294967295',
+      '4294967296',
+      '-4294967297',
+      '9007199254740993',
+      '-9223372036854775808',
+      '9223372036854775807',
+      '123456789012345',
+    ],
     tiny: ['0', '-32768', '32767', '-1', '255', '256'],
-    amount: ['0', '-0', '0.0001', '-0.00001', '10000', '100000000', '12345678.87654321', '1e-7', '-2.5E3', '1.50', '0.10000', '99999999999999999999.9999'],
+    amount: [
+      '0',
+      '-0',
+      '0.0001',
+      '-0.00001',
+      '10000',
+      '100000000',
+      '12345678.87654321',
+      '1e-7',
+      '-2.5E3',
+      '1.50',
+      '0.10000',
+      '99999999999999999999.9999',
+    ],
     money: ['0.5', '-0.0001', '12345678.1', '1', '100.0000', '-99999999.9999', '0.01'],
-    at: ['2000-01-01 00:00:00', '1999-12-31 23:59:59.999999', '0001-01-01 00:00:00', '9999-12-31 23:59:59.999999', '2024-02-29T12:00:00.5', '1970-01-01T00:00:00Z', '2024-03-01 01:30:00+02:00', '1900-03-01 00:00:00.000001'],
+    at: [
+      '2000-01-01 00:00:00',
+      '1999-12-31 23:59:59.999999',
+      '0001-01-01 00:00:00',
+      '9999-12-31 23:59:59.999999',
+      '2024-02-29T12:00:00.5',
+      '1970-01-01T00:00:00Z',
+      '2024-03-01 01:30:00+02:00',
+      '1900-03-01 00:00:00.000001',
+    ],
     atz: ['2000-01-01 00:00:00', '1999-12-31 23:59:59.999', '2024-06-30T23:59:59.5Z', '2024-03-01 01:30:00-05:30', '1969-07-20 20:17:40'],
     day: ['2000-01-01', '1999-12-31', '0001-01-01', '9999-12-31', '2024-02-29', '1600-02-29', '1970-01-01'],
     code: ['', 'ab', 'abcd', 'é'],
@@ -177,7 +262,12 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     flag: ['t', 'FALSE', 'yes', '0', ''],
   };
   const wideFile = (rows: number) => {
-    const lines = Array.from({ length: rows }, (_, n) => [String(n), ...WIDE_COLUMNS.slice(1).map((name, c) => edges[name as keyof typeof edges][(n * (c + 1)) % edges[name as keyof typeof edges].length])]);
+    const lines = Array.from({ length: rows }, (_, n) => [
+      String(n),
+      ...WIDE_COLUMNS.slice(1).map(
+        (name, c) => edges[name as keyof typeof edges][(n * (c + 1)) % edges[name as keyof typeof edges].length],
+      ),
+    ]);
     return `${WIDE_COLUMNS.join(',')}\n${lines.map((fields) => fields.join(',')).join('\n')}\n`;
   };
   const copiesLogged = async (table: string, path: string, size: number) => {
@@ -220,7 +310,10 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     writeFileSync(path, `${[`${header},doc`, ...lines.map((line, n) => `${line},${['{}', '[1]', '2'][n]}`)].join('\n')}\n`);
     const { copies, result } = await copiesLogged('wide_json', path, 64);
     expect(result).to.include({ rows: 3, done: true });
-    if (DRIVER === 'postgres') expect(copies).to.have.length(1).and.satisfy((sqls: string[]) => !/FORMAT binary/.test(sqls[0]));
+    if (DRIVER === 'postgres')
+      expect(copies)
+        .to.have.length(1)
+        .and.satisfy((sqls: string[]) => !/FORMAT binary/.test(sqls[0]));
   });
 
   it('names the row whose key the table holds already in a chunk written as binary COPY', async () => {
@@ -234,7 +327,9 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
     );
     expect(error).to.be.instanceOf(CheckpointError);
     expect(error).to.include({ code: 'INVALID_INPUT', index: 6, field: 'n' });
-    expect((await database.ds.query('SELECT n FROM wide_bytes ORDER BY n')).map((row: { n: number }) => row.n)).to.deep.equal([0, 1, 2, 3, 6]);
+    expect((await database.ds.query('SELECT n FROM wide_bytes ORDER BY n')).map((row: { n: number }) => row.n)).to.deep.equal([
+      0, 1, 2, 3, 6,
+    ]);
   });
 
   if (DRIVER === 'postgres') {
@@ -259,7 +354,7 @@ describe(`importFile records mode, a CSV read as bytes (${DRIVER})`, () => {
       yield Buffer.from('2,3,,,,,,,,,,"c"\n3,4,,,,,,,,,,d\n');
     }
     const groups: { copies: boolean; rows: string[] }[] = [];
-    for await (const group of csvCopyGroups(blocks(), {}, new RecordRows(target, storable, undefined, null), target, storable)) {
+    for await (const group of csvCopyGroups(blocks(), {}, null, new RecordRows(target, storable, undefined, null), target, storable)) {
       groups.push({ copies: group.copies, rows: Array.from({ length: group.length }, (_, r) => group.raw(r)) });
     }
     expect(groups).to.deep.equal([

@@ -40,7 +40,9 @@ function checksum(rows: string[]): bigint {
  */
 function cityLine(city: Record<string, unknown>): string {
   const text = (value: unknown) => (value === null || value === undefined ? '' : String(value));
-  return [city.name, Number(city.lat).toFixed(5), Number(city.lng).toFixed(5), city.country, text(city.admin1), text(city.admin2)].join('\u0001');
+  return [city.name, Number(city.lat).toFixed(5), Number(city.lng).toFixed(5), city.country, text(city.admin1), text(city.admin2)].join(
+    '\u0001',
+  );
 }
 
 async function createCitiesTable(ds: DataSource): Promise<void> {
@@ -133,7 +135,9 @@ describe(`CLI records mode (${DRIVER})`, () => {
     const run = await cliJson(args);
     expect(run.json).to.include({ ok: true, done: true, nextIndex: 6000 });
     expect(await count(database.ds, 'SELECT COUNT(*) FROM stock')).to.equal(6000 - invalid.length);
-    const rejects = (await database.ds.query(sql('SELECT row_index FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['stock'])) as {
+    const rejects = (await database.ds.query(sql('SELECT row_index FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), [
+      'stock',
+    ])) as {
       row_index: number | string;
     }[];
     expect(rejects.map((r) => Number(r.row_index))).to.deep.equal(invalid);
@@ -148,11 +152,19 @@ describe(`CLI records mode (${DRIVER})`, () => {
     // Counted over both runs, the SIGKILLed one's committed chunks included: every row once.
     expect(status.json.import).to.include({ invalid: invalid.length, skipped: 0, rows: 6000 - invalid.length, chunks: 24, done: true });
     const text = await cli(['status', 'stock', '--db', database.url]);
-    expect(text.stdout.join('\n')).to.include(`${6000 - invalid.length} written, 0 skipped, ${invalid.length} invalid (rejects: ${invalid.length}), 24 chunks`);
+    expect(text.stdout.join('\n')).to.include(
+      `${6000 - invalid.length} written, 0 skipped, ${invalid.length} invalid (rejects: ${invalid.length}), 24 chunks`,
+    );
     const inList = await cliJson(['list', '--db', database.url]);
-    expect(inList.json.imports.find((batch: { batch: string }) => batch.batch === 'stock')).to.include({ invalid: invalid.length, skipped: 0, rows: 6000 - invalid.length });
+    expect(inList.json.imports.find((batch: { batch: string }) => batch.batch === 'stock')).to.include({
+      invalid: invalid.length,
+      skipped: 0,
+      rows: 6000 - invalid.length,
+    });
     const list = await cli(['list', '--db', database.url]);
-    expect(list.stdout.find((line) => line.startsWith('stock'))).to.match(new RegExp(`^stock +yes +6000/6000 rows \\(100\\.0%\\) +${6000 - invalid.length} +0 +${invalid.length} `));
+    expect(list.stdout.find((line) => line.startsWith('stock'))).to.match(
+      new RegExp(`^stock +yes +done +6000/6000 rows \\(100\\.0%\\) +${6000 - invalid.length} +0 +${invalid.length} `),
+    );
   });
 
   it('--delimiter, --columns and --null read a headerless file; --conflict error / skip / update against an existing row', async () => {
@@ -161,11 +173,32 @@ describe(`CLI records mode (${DRIVER})`, () => {
     await database.ds.query('CREATE TABLE parts (code VARCHAR(20) PRIMARY KEY, qty INTEGER NOT NULL, note VARCHAR(40) NULL)');
     await database.ds.query(sql('INSERT INTO parts (code, qty, note) VALUES (?, ?, ?)'), ['p1', 999, 'old']);
     const parts = async () =>
-      ((await database.ds.query('SELECT code, qty, note FROM parts ORDER BY code')) as { code: string; qty: number | string; note: string | null }[]).map(
-        (row) => [row.code, Number(row.qty), row.note],
-      );
-    const args = (batch: string, ...more: string[]) =>
-      ['import', file, '--batch', batch, '--into', 'parts', '--format', 'csv', '--delimiter', ';', '--columns', 'code,qty,note', '--null', 'NA', ...more, '--db', database.url];
+      (
+        (await database.ds.query('SELECT code, qty, note FROM parts ORDER BY code')) as {
+          code: string;
+          qty: number | string;
+          note: string | null;
+        }[]
+      ).map((row) => [row.code, Number(row.qty), row.note]);
+    const args = (batch: string, ...more: string[]) => [
+      'import',
+      file,
+      '--batch',
+      batch,
+      '--into',
+      'parts',
+      '--format',
+      'csv',
+      '--delimiter',
+      ';',
+      '--columns',
+      'code,qty,note',
+      '--null',
+      'NA',
+      ...more,
+      '--db',
+      database.url,
+    ];
 
     const refused = await cliJson(args('parts-error'));
     expect(refused.code).to.equal(2);
@@ -175,20 +208,47 @@ describe(`CLI records mode (${DRIVER})`, () => {
     const skipped = await cliJson(args('parts-skip', '--conflict', 'skip'));
     expect(skipped.json, skipped.stderr).to.include({ ok: true, done: true, nextIndex: 3 });
     // NA is NULL; with --null given, the empty field is the empty string; the quoted delimiter is text.
-    expect(await parts()).to.deep.equal([['p1', 999, 'old'], ['p2', 6, ''], ['p3', 7, 'semi;colon']]);
+    expect(await parts()).to.deep.equal([
+      ['p1', 999, 'old'],
+      ['p2', 6, ''],
+      ['p3', 7, 'semi;colon'],
+    ]);
 
     const updated = await cliJson(args('parts-update', '--conflict', 'update'));
     expect(updated.json, updated.stderr).to.include({ ok: true, done: true, nextIndex: 3 });
-    expect(await parts()).to.deep.equal([['p1', 5, null], ['p2', 6, ''], ['p3', 7, 'semi;colon']]);
+    expect(await parts()).to.deep.equal([
+      ['p1', 5, null],
+      ['p2', 6, ''],
+      ['p3', 7, 'semi;colon'],
+    ]);
   });
 
   it('--key finds a repeated key; --max-invalid bounds the rows --skip-invalid may leave out (tab-delimited)', async () => {
     const file = join(dir, 'keyed.tsv');
     writeFileSync(file, 'code\tqty\na1\t1\na2\t2\na1\t3\na3\t4\na2\t5\n');
     await database.ds.query('CREATE TABLE keyed (code VARCHAR(20) NOT NULL, qty INTEGER NOT NULL)');
-    const args = (batch: string, ...more: string[]) => ['import', file, '--batch', batch, '--into', 'keyed', '--format', 'csv', '--delimiter', '\\t', '--key', 'code', ...more, '--db', database.url];
+    const args = (batch: string, ...more: string[]) => [
+      'import',
+      file,
+      '--batch',
+      batch,
+      '--into',
+      'keyed',
+      '--format',
+      'csv',
+      '--delimiter',
+      '\\t',
+      '--key',
+      'code',
+      ...more,
+      '--db',
+      database.url,
+    ];
     const stored = async () =>
-      ((await database.ds.query('SELECT code, qty FROM keyed ORDER BY code')) as { code: string; qty: number | string }[]).map((row) => [row.code, Number(row.qty)]);
+      ((await database.ds.query('SELECT code, qty FROM keyed ORDER BY code')) as { code: string; qty: number | string }[]).map((row) => [
+        row.code,
+        Number(row.qty),
+      ]);
 
     const repeated = await cliJson(args('keyed-reject'));
     expect(repeated.code).to.equal(2);
@@ -201,7 +261,11 @@ describe(`CLI records mode (${DRIVER})`, () => {
 
     const kept = await cliJson(args('keyed-max2', '--skip-invalid', '--max-invalid', '2'));
     expect(kept.json, kept.stderr).to.include({ ok: true, done: true, nextIndex: 5, rows: 3, invalid: 2, skipped: 0 });
-    expect(await stored()).to.deep.equal([['a1', 1], ['a2', 2], ['a3', 4]]);
+    expect(await stored()).to.deep.equal([
+      ['a1', 1],
+      ['a2', 2],
+      ['a3', 4],
+    ]);
     const rejects = await cliJson(['rejects', 'keyed-max2', '--db', database.url]);
     expect(rejects.json.rejects.map((r: { index: number }) => r.index)).to.deep.equal([2, 4]);
   });

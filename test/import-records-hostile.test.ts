@@ -29,8 +29,17 @@ const json = fc
   .filter((value) => !JSON.stringify(value).includes('\\u0000'));
 const pad = (n: number, width: number) => String(n).padStart(width, '0');
 const timestamp = fc
-  .tuple(fc.integer({ min: 1970, max: 2099 }), fc.integer({ min: 1, max: 12 }), fc.integer({ min: 1, max: 28 }), fc.integer({ min: 0, max: 86399 }), fc.integer({ min: 0, max: 999999 }))
-  .map(([y, m, d, s, us]) => `${y}-${pad(m, 2)}-${pad(d, 2)}T${pad(Math.floor(s / 3600), 2)}:${pad(Math.floor(s / 60) % 60, 2)}:${pad(s % 60, 2)}.${pad(us, 6)}`);
+  .tuple(
+    fc.integer({ min: 1970, max: 2099 }),
+    fc.integer({ min: 1, max: 12 }),
+    fc.integer({ min: 1, max: 28 }),
+    fc.integer({ min: 0, max: 86399 }),
+    fc.integer({ min: 0, max: 999999 }),
+  )
+  .map(
+    ([y, m, d, s, us]) =>
+      `${y}-${pad(m, 2)}-${pad(d, 2)}T${pad(Math.floor(s / 3600), 2)}:${pad(Math.floor(s / 60) % 60, 2)}:${pad(s % 60, 2)}.${pad(us, 6)}`,
+  );
 const hostile: fc.Arbitrary<Hostile> = fc.record({
   t: fc.option(text, { nil: null }),
   big: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String),
@@ -64,7 +73,8 @@ function toNdjson(rows: Hostile[]): string {
 
 const CREATE: Record<typeof DRIVER, string> = {
   postgres: 'CREATE TABLE hostile (n INTEGER PRIMARY KEY, t TEXT, big BIGINT NOT NULL, b BOOLEAN, doc JSONB, at TIMESTAMP(6))',
-  mysql: 'CREATE TABLE hostile (n INT PRIMARY KEY, t TEXT, big BIGINT NOT NULL, b BOOLEAN, doc JSON, at DATETIME(6)) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin',
+  mysql:
+    'CREATE TABLE hostile (n INT PRIMARY KEY, t TEXT, big BIGINT NOT NULL, b BOOLEAN, doc JSON, at DATETIME(6)) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin',
   sqlite: 'CREATE TABLE hostile (n INTEGER PRIMARY KEY, t TEXT, big BIGINT NOT NULL, b BOOLEAN, doc JSON, at DATETIME)',
 };
 
@@ -81,7 +91,8 @@ describe(`importFile records mode, hostile input (${DRIVER})`, () => {
 
   const stored = async (): Promise<Hostile[]> => {
     // As text: the drivers would parse JSON (or not) and read an int8 as a double.
-    const asText = (column: string) => (DRIVER === 'postgres' ? `${column}::text` : DRIVER === 'mysql' ? `CAST(${column} AS CHAR)` : `CAST(${column} AS TEXT)`);
+    const asText = (column: string) =>
+      DRIVER === 'postgres' ? `${column}::text` : DRIVER === 'mysql' ? `CAST(${column} AS CHAR)` : `CAST(${column} AS TEXT)`;
     // SQLite: a json column has NUMERIC affinity, so a bare-number document is stored as a REAL,
     // which older SQLite (node-sqlite3's) casts to text with 15 digits only: read it as the double.
     const realDoc = DRIVER === 'sqlite' ? `, typeof(doc) AS ${q('docType')}, doc AS ${q('docValue')}` : '';

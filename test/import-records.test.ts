@@ -24,6 +24,16 @@ class Price {
   currency!: string;
 }
 
+// An entity's uuid over a VARCHAR(36) column: what TypeORM makes of it on SQLite (and on MySQL without a UUID type).
+@Entity('tokens')
+class Token {
+  @PrimaryColumn({ type: 'integer' })
+  n!: number;
+
+  @Column({ type: 'uuid', nullable: true })
+  uid!: string | null;
+}
+
 // A schema of the test's own (MySQL: a database; SQLite: an attached database file).
 const SALES = DRIVER === 'mysql' ? `ck_sales_${process.pid}` : 'sales';
 
@@ -122,12 +132,23 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'at', value: 'yesterday', refused: true },
   { column: 'atz', value: '2024-06-30T23:59:59.999999', stored: '2024-06-30 23:59:59.999999+00', only: ['postgres'] },
   { column: 'atz', value: '2024-06-30T23:59:59.999999+05:30', stored: '2024-06-30 18:29:59.999999+00', only: ['postgres'] },
-  { column: 'uid', value: 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', stored: (t) => t.toLowerCase() === 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' },
+  {
+    column: 'uid',
+    value: 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11',
+    stored: (t) => t.toLowerCase() === 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+  },
   { column: 'uid', value: 'a0eebc99-9c0b-4ef8-bb6d', refused: true },
-  { column: 'doc', value: { a: [1, 'two', null], b: { c: true } }, stored: (t) => JSON.stringify(JSON.parse(t)) === '{"a":[1,"two",null],"b":{"c":true}}' },
+  {
+    column: 'doc',
+    value: { a: [1, 'two', null], b: { c: true } },
+    stored: (t) => JSON.stringify(JSON.parse(t)) === '{"a":[1,"two",null],"b":{"c":true}}',
+  },
   { column: 'doc', value: [1, 2], stored: (t) => JSON.stringify(JSON.parse(t)) === '[1,2]' },
   { column: 'uid', value: 'a0eebc999c0b4ef8bb6d6bb9bd380a11', refused: true },
   { column: 'uid', value: 'g0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', refused: true },
+  // PostgreSQL's own uuid input takes these forms (MariaDB's, one without hyphens): refused in pass 1 all the same.
+  { column: 'uid', value: '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}', refused: true },
+  { column: 'uid', value: '{a0eebc999c0b4ef8bb6d6bb9bd380a11}', refused: true },
   { column: 'big', value: 42, stored: '42' },
   { column: 'big', value: 1.5, refused: true },
   { column: 'num', value: 7, stored: (t) => Number(t) === 7 },
@@ -138,6 +159,9 @@ const TYPE_CASES: TypeCase[] = [
   { column: 'name', value: 123, stored: '123' },
   { column: 'name', value: 'toolong', refused: true },
   { column: 'name', value: true, refused: true },
+  { column: 'name', value: false, refused: true },
+  { column: 'name', value: { a: 1 }, refused: true },
+  { column: 'name', value: [1], refused: true },
   { column: 'name', value: 'a\u0000b', refused: true, only: ['postgres'] },
   { column: 'color', value: 'red', stored: 'red', only: ['postgres', 'mysql'] },
   { column: 'color', value: 'blue', refused: true, only: ['postgres', 'mysql'] },
@@ -147,7 +171,7 @@ const TYPE_CASES: TypeCase[] = [
 ];
 
 describe(`importFile records mode (${DRIVER})`, () => {
-  const database = useTestDatabase('records', { entities: [Price] });
+  const database = useTestDatabase('records', { entities: [Price, Token] });
   let dir: string;
   let files = 0;
   const file = (name: string, content: string | Buffer) => {
@@ -158,8 +182,11 @@ describe(`importFile records mode (${DRIVER})`, () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'records-'));
-    await database.ds.query(`CREATE TABLE prices (sku VARCHAR(20) PRIMARY KEY, unit_price DECIMAL(10,2) NOT NULL, label VARCHAR(40), currency VARCHAR(3) NOT NULL DEFAULT 'eur')`);
+    await database.ds.query(
+      `CREATE TABLE prices (sku VARCHAR(20) PRIMARY KEY, unit_price DECIMAL(10,2) NOT NULL, label VARCHAR(40), currency VARCHAR(3) NOT NULL DEFAULT 'eur')`,
+    );
     for (const statement of TYPED_TABLE[DRIVER]) await database.ds.query(statement);
+    await database.ds.query('CREATE TABLE tokens (n INTEGER PRIMARY KEY, uid VARCHAR(36))');
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
   beforeEach(async () => {
@@ -168,9 +195,12 @@ describe(`importFile records mode (${DRIVER})`, () => {
   });
 
   const prices = async () =>
-    ((await database.ds.query(`SELECT sku, ${asText('unit_price')} AS price, label, currency FROM prices ORDER BY sku`)) as Record<string, string>[]).map(
-      (row) => `${row.sku}:${Number(row.price)}:${row.label}:${row.currency}`,
-    );
+    (
+      (await database.ds.query(`SELECT sku, ${asText('unit_price')} AS price, label, currency FROM prices ORDER BY sku`)) as Record<
+        string,
+        string
+      >[]
+    ).map((row) => `${row.sku}:${Number(row.price)}:${row.label}:${row.currency}`);
 
   describe('reading records', () => {
     it('JSON, NDJSON and CSV records go into an entity by property name; a rerun is a no-op', async () => {
@@ -183,12 +213,22 @@ describe(`importFile records mode (${DRIVER})`, () => {
       const sources = {
         json: file('prices.json', JSON.stringify(records)),
         ndjson: file('prices.ndjson', `${records.map((r) => JSON.stringify(r)).join('\r\n')}\r\n\r\n`),
-        csv: file('prices.csv', '\uFEFFsku,unitPrice,label,currency\r\na1,12.50,Apple,usd\r\nb2,3,,eur\r\nc3,0.99,"Cherry, ""red""\nfresh",eur\r\n'),
+        csv: file(
+          'prices.csv',
+          '\uFEFFsku,unitPrice,label,currency\r\na1,12.50,Apple,usd\r\nb2,3,,eur\r\nc3,0.99,"Cherry, ""red""\nfresh",eur\r\n',
+        ),
       };
       for (const [format, path] of Object.entries(sources)) {
         await database.ds.query('DELETE FROM prices');
         const result = await importFile(database.ds, `prices-${format}`, path, { into: Price, size: 2 });
-        expect(result, format).to.deep.include({ nextIndex: 3, rows: 3, done: true, skipped: 0, invalid: 0, digest: await fileDigest(path) });
+        expect(result, format).to.deep.include({
+          nextIndex: 3,
+          rows: 3,
+          done: true,
+          skipped: 0,
+          invalid: 0,
+          digest: await fileDigest(path),
+        });
         expect(await prices(), format).to.deep.equal(expected);
         expect(await checkpoint(database.ds, `prices-${format}`)).to.equal(3);
         expect(await values(database.ds, `prices-${format}`)).to.deep.equal([]);
@@ -239,7 +279,10 @@ describe(`importFile records mode (${DRIVER})`, () => {
       const path = file('mixed.json', '[{"sku":"a1","unit_price":1}, 7, {"sku": }, ["x"], {"sku":"e5","unit_price":5}]');
       const result = await importFile(database.ds, 'mixed', path, { into: 'prices', invalid: 'skip' });
       expect(result).to.include({ rows: 2, invalid: 3, nextIndex: 5 });
-      const rejects = (await database.ds.query(sql('SELECT row_index, raw FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['mixed'])) as {
+      const rejects = (await database.ds.query(
+        sql('SELECT row_index, raw FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'),
+        ['mixed'],
+      )) as {
         row_index: number | string;
         raw: string;
       }[];
@@ -253,11 +296,52 @@ describe(`importFile records mode (${DRIVER})`, () => {
       expect(await checkpoint(database.ds, 'broken')).to.equal(null);
     });
 
+    it('a number item is no record either: an invalid row, as a string, null, an array or a boolean, in a JSON array and in NDJSON', async () => {
+      const items = ['{"sku":"a1","unit_price":1}', '42', '"x"', 'null', '[1]', 'true', '-0.5e3', '{"sku":"d4","unit_price":4}'];
+      const sources = { json: `[${items.join(', ')}]`, ndjson: `${items.join('\n')}\n` };
+      for (const [format, content] of Object.entries(sources)) {
+        const path = file(`items.${format}`, content);
+        const error = (await expectCode(
+          importFile(database.ds, `items-${format}`, path, { records: true, handler: () => undefined }),
+          'INVALID_INPUT',
+        )) as InvalidInputError;
+        expect(error.index, format).to.equal(1);
+        expect(await checkpoint(database.ds, `items-${format}`), format).to.equal(null);
+        // `into` a table: the row is refused as a whole, not for a column its number cannot fill.
+        const into = (await expectCode(
+          importFile(database.ds, `items-into-${format}`, path, { into: 'prices' }),
+          'INVALID_INPUT',
+        )) as InvalidInputError;
+        expect([into.index, into.field], format).to.deep.equal([1, undefined]);
+        const seen: unknown[] = [];
+        const result = await importFile(database.ds, `items-skip-${format}`, path, {
+          records: true,
+          invalid: 'skip',
+          handler: (records: Record<string, unknown>[]) => void seen.push(...records),
+        });
+        expect(result, format).to.include({ rows: 2, invalid: 6, nextIndex: 8 });
+        expect(seen, format).to.deep.equal([
+          { sku: 'a1', unit_price: 1 },
+          { sku: 'd4', unit_price: 4 },
+        ]);
+        const rejects = (await database.ds.query(
+          sql('SELECT row_index, raw FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'),
+          [`items-skip-${format}`],
+        )) as { row_index: number | string; raw: string }[];
+        expect(
+          rejects.map((r) => [Number(r.row_index), r.raw]),
+          format,
+        ).to.deep.equal(items.slice(1, 7).map((raw, i) => [i + 1, raw]));
+      }
+    });
+
     it("a reject's raw text is cut to 4,096 UTF-8 bytes at a character boundary", async () => {
       const long = 'é'.repeat(3000);
       const path = file('long.csv', `sku,unit_price\n${long},1\nok,2\n`);
       expect(await importFile(database.ds, 'long', path, { into: 'prices', invalid: 'skip' })).to.include({ rows: 1, invalid: 1 });
-      const [reject] = (await database.ds.query(sql('SELECT raw FROM checkpoint_import_rejects WHERE batch = ?'), ['long'])) as { raw: string }[];
+      const [reject] = (await database.ds.query(sql('SELECT raw FROM checkpoint_import_rejects WHERE batch = ?'), ['long'])) as {
+        raw: string;
+      }[];
       expect(Buffer.byteLength(reject.raw)).to.equal(4096);
       expect(reject.raw).to.equal('é'.repeat(2048));
     });
@@ -285,9 +369,17 @@ describe(`importFile records mode (${DRIVER})`, () => {
      * Checks what the import `batch` made of `cases` (row i has n = base + i): refused ones are
      * rejects naming their column, accepted ones stored as the case says. Returns the stored rows by n.
      */
-    async function expectCases(batch: string, cases: TypeCase[], base: number, extraRejects: [index: number, column: string][] = []): Promise<Map<number, Record<string, string | null>>> {
+    async function expectCases(
+      batch: string,
+      cases: TypeCase[],
+      base: number,
+      extraRejects: [index: number, column: string][] = [],
+    ): Promise<Map<number, Record<string, string | null>>> {
       const refused = cases.flatMap((c, i) => (c.refused ? [[i, c.column] as [number, string]] : []));
-      const rejects = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), [batch])) as {
+      const rejects = (await database.ds.query(
+        sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'),
+        [batch],
+      )) as {
         row_index: number | string;
         reason: string;
       }[];
@@ -295,7 +387,10 @@ describe(`importFile records mode (${DRIVER})`, () => {
       expect(rejects.map((r) => Number(r.row_index))).to.deep.equal(expected.map(([i]) => i));
       rejects.forEach((reject, r) => expect(reject.reason, `row ${expected[r][0]}`).to.match(new RegExp(`^${expected[r][1]}: `)));
       const columns = [...new Set([...cases.map((c) => c.column), 'big', 'num'])];
-      const rows = (await database.ds.query(`SELECT n, ${columns.map((c) => `${asText(c)} AS ${q(c)}`).join(', ')} FROM typed`)) as Record<string, string | null>[];
+      const rows = (await database.ds.query(`SELECT n, ${columns.map((c) => `${asText(c)} AS ${q(c)}`).join(', ')} FROM typed`)) as Record<
+        string,
+        string | null
+      >[];
       const byN = new Map(rows.map((row) => [Number(row.n), row]));
       cases.forEach((c, i) => {
         const n = base + i;
@@ -312,14 +407,15 @@ describe(`importFile records mode (${DRIVER})`, () => {
     it('accepts and refuses each type as the table says, microseconds kept, nothing rounded', async () => {
       const lines = cases.map((c, n) => JSON.stringify(c.column === 'req' ? { n, req: c.value } : { n, req: 1, [c.column]: c.value }));
       lines.push(JSON.stringify({ n: cases.length }));
-      // An int8 beyond 2^53 written as a JSON number keeps every digit.
-      lines.push(`{"n": ${cases.length + 1}, "req": 1, "big": 9007199254740993, "num": 12.50}`);
+      // An int8 beyond 2^53 written as a JSON number keeps every digit; a text column gets a number's source text.
+      lines.push(`{"n": ${cases.length + 1}, "req": 1, "big": 9007199254740993, "num": 12.50, "name": 12.50}`);
       const path = file('typed.ndjson', `${lines.join('\n')}\n`);
       const result = await importFile(database.ds, 'typed', path, { into: 'typed', invalid: 'skip' });
       expect(result).to.include({ done: true, invalid: cases.filter((c) => c.refused).length + 1 });
       const byN = await expectCases('typed', cases, 0, [[cases.length, 'req']]);
       expect(byN.get(cases.length + 1)?.big).to.equal('9007199254740993');
       expect(Number(byN.get(cases.length + 1)?.num)).to.equal(12.5);
+      expect(byN.get(cases.length + 1)?.name).to.equal('12.50');
     });
 
     // Only PostgreSQL's numeric without a typmod shows it: it keeps the scale it is given.
@@ -332,7 +428,11 @@ describe(`importFile records mode (${DRIVER})`, () => {
         const csv = `n,v,s\n${given.map((v, n) => `${n + 100},${v},${n === 0 ? '12.500' : '1'}`).join('\n')}\n`;
         await importFile(database.ds, 'exact-json', file('exact.ndjson', `${json}\n`), { into: 'exact_numbers' });
         await importFile(database.ds, 'exact-csv', file('exact.csv', csv), { into: 'exact_numbers' });
-        const rows = (await database.ds.query('SELECT n, v::text AS v, s::text AS s FROM exact_numbers ORDER BY n')) as { n: number; v: string; s: string }[];
+        const rows = (await database.ds.query('SELECT n, v::text AS v, s::text AS s FROM exact_numbers ORDER BY n')) as {
+          n: number;
+          v: string;
+          s: string;
+        }[];
         expect(rows.map((row) => row.v)).to.deep.equal([...expected, ...expected]);
         expect(rows.filter((row) => row.n % 100 === 0).map((row) => row.s)).to.deep.equal(['12.50', '12.50']);
       });
@@ -341,7 +441,9 @@ describe(`importFile records mode (${DRIVER})`, () => {
     // MySQL's TEXT types hold bytes (a TINYTEXT 255), VARCHAR characters; the database would refuse at the chunk.
     if (DRIVER === 'mysql') {
       it('a TEXT-type column holds bytes: a TINYTEXT takes 255 bytes of UTF-8, checked in pass 1 (a latin1 one, 255 characters)', async () => {
-        await database.ds.query('CREATE TABLE tiny_texts (n INT PRIMARY KEY, t TINYTEXT, l TINYTEXT CHARACTER SET latin1) DEFAULT CHARSET=utf8mb4');
+        await database.ds.query(
+          'CREATE TABLE tiny_texts (n INT PRIMARY KEY, t TINYTEXT, l TINYTEXT CHARACTER SET latin1) DEFAULT CHARSET=utf8mb4',
+        );
         const rows = [
           { n: 1, t: '€'.repeat(85), l: 'é'.repeat(255) }, // 255 bytes of UTF-8; 255 latin1 characters
           { n: 2, t: `${'€'.repeat(85)}a` }, // 256 bytes
@@ -350,14 +452,20 @@ describe(`importFile records mode (${DRIVER})`, () => {
         const path = file('tiny.ndjson', `${rows.map((row) => JSON.stringify(row)).join('\n')}\n`);
         const result = await importFile(database.ds, 'tiny', path, { into: 'tiny_texts', invalid: 'skip' });
         expect(result).to.include({ rows: 1, invalid: 2 });
-        const reasons = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['tiny'])) as {
+        const reasons = (await database.ds.query(
+          sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'),
+          ['tiny'],
+        )) as {
           row_index: number;
           reason: string;
         }[];
         expect(reasons.map((r) => Number(r.row_index))).to.deep.equal([1, 2]);
         expect(reasons[0].reason).to.match(/256 bytes of UTF-8, the column holds 255/);
         expect(reasons[1].reason).to.match(/256 characters, the column holds 255/);
-        const [stored] = (await database.ds.query('SELECT CHAR_LENGTH(t) AS t, CHAR_LENGTH(l) AS l FROM tiny_texts')) as { t: number; l: number }[];
+        const [stored] = (await database.ds.query('SELECT CHAR_LENGTH(t) AS t, CHAR_LENGTH(l) AS l FROM tiny_texts')) as {
+          t: number;
+          l: number;
+        }[];
         expect([Number(stored.t), Number(stored.l)]).to.deep.equal([85, 255]);
       });
     }
@@ -366,8 +474,14 @@ describe(`importFile records mode (${DRIVER})`, () => {
       const BASE = 1000;
       // A CSV field is text: the cases whose JSON value is a string or a number, as that text.
       const textCases: TypeCase[] = [
-        ...cases.filter((c) => (typeof c.value === 'string' && c.value !== '') || typeof c.value === 'number').map((c) => ({ ...c, value: String(c.value) })),
-        { column: 'doc', value: '{"a":[1,"two",null],"b":{"c":true}}', stored: (t) => JSON.stringify(JSON.parse(t)) === '{"a":[1,"two",null],"b":{"c":true}}' },
+        ...cases
+          .filter((c) => (typeof c.value === 'string' && c.value !== '') || typeof c.value === 'number')
+          .map((c) => ({ ...c, value: String(c.value) })),
+        {
+          column: 'doc',
+          value: '{"a":[1,"two",null],"b":{"c":true}}',
+          stored: (t) => JSON.stringify(JSON.parse(t)) === '{"a":[1,"two",null],"b":{"c":true}}',
+        },
         { column: 'doc', value: '{"a":', refused: true },
         { column: 'name', value: 'true', stored: 'true' },
         { column: 'small', value: '', stored: null },
@@ -375,7 +489,13 @@ describe(`importFile records mode (${DRIVER})`, () => {
       ];
       const columns = ['n', 'req', ...new Set(textCases.map((c) => c.column).filter((c) => c !== 'req'))];
       const field = (value: string) => (value === '' ? '' : `"${value.replace(/"/g, '""')}"`);
-      const lines = textCases.map((c, i) => columns.map((column) => (column === 'n' ? String(BASE + i) : column === c.column ? field(c.value as string) : column === 'req' ? '1' : '')).join(','));
+      const lines = textCases.map((c, i) =>
+        columns
+          .map((column) =>
+            column === 'n' ? String(BASE + i) : column === c.column ? field(c.value as string) : column === 'req' ? '1' : '',
+          )
+          .join(','),
+      );
       const path = file('typed.csv', `${columns.join(',')}\r\n${lines.join('\r\n')}\r\n`);
       const result = await importFile(database.ds, 'typed-csv', path, { into: 'typed', invalid: 'skip', size: 7 });
       expect(result).to.include({ done: true, invalid: textCases.filter((c) => c.refused).length });
@@ -384,26 +504,73 @@ describe(`importFile records mode (${DRIVER})`, () => {
     });
 
     it("an entity's metadata types the columns too: its enum's values, its varchar length, its NOT NULL without a default", async () => {
-      const path = file('entity-types.ndjson', [
-        { sku: 'e1', unitPrice: '1.00', currency: 'usd' },
-        { sku: 'e2', unitPrice: '1.00', currency: 'gbp' },
-        { sku: 'e3', unitPrice: '1.00', label: 'x'.repeat(41) },
-        { sku: 'e4', label: 'no price' },
-        { sku: 'e5', unitPrice: '1.005' },
-      ].map((record) => JSON.stringify(record)).join('\n'));
+      const path = file(
+        'entity-types.ndjson',
+        [
+          { sku: 'e1', unitPrice: '1.00', currency: 'usd' },
+          { sku: 'e2', unitPrice: '1.00', currency: 'gbp' },
+          { sku: 'e3', unitPrice: '1.00', label: 'x'.repeat(41) },
+          { sku: 'e4', label: 'no price' },
+          { sku: 'e5', unitPrice: '1.005' },
+        ]
+          .map((record) => JSON.stringify(record))
+          .join('\n'),
+      );
       const result = await importFile(database.ds, 'entity-types', path, { into: Price, invalid: 'skip' });
       expect(result).to.include({ rows: 1, invalid: 4 });
-      const rejects = (await database.ds.query(sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'), ['entity-types'])) as {
+      const rejects = (await database.ds.query(
+        sql('SELECT row_index, reason FROM checkpoint_import_rejects WHERE batch = ? ORDER BY row_index'),
+        ['entity-types'],
+      )) as {
         row_index: number | string;
         reason: string;
       }[];
-      expect(rejects.map((r) => [Number(r.row_index), r.reason.split(':')[0]])).to.deep.equal([[1, 'currency'], [2, 'label'], [3, 'unit_price'], [4, 'unitPrice']]);
+      expect(rejects.map((r) => [Number(r.row_index), r.reason.split(':')[0]])).to.deep.equal([
+        [1, 'currency'],
+        [2, 'label'],
+        [3, 'unit_price'],
+        [4, 'unitPrice'],
+      ]);
       expect(await prices()).to.deep.equal(['e1:1:null:usd']);
+    });
+
+    it("an entity's uuid over a varchar column takes only the canonical 8-4-4-4-12 form, in JSON and in CSV", async () => {
+      const given = [
+        'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+        'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A12',
+        '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13}',
+        'a0eebc999c0b4ef8bb6d6bb9bd380a14',
+        'urn:uuid:a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a15',
+        'a0eebc99-9c0b4ef8-bb6d-6bb9bd380a16a',
+      ];
+      const sources = {
+        ndjson: `${given.map((uid, n) => JSON.stringify({ n, uid })).join('\n')}\n`,
+        csv: `n,uid\n${given.map((uid, n) => `${n},${uid}`).join('\n')}\n`,
+      };
+      for (const [format, content] of Object.entries(sources)) {
+        await database.ds.query('DELETE FROM tokens');
+        const path = file(`tokens.${format}`, content);
+        const error = (await expectCode(
+          importFile(database.ds, `tokens-${format}`, path, { into: Token }),
+          'INVALID_INPUT',
+        )) as InvalidInputError;
+        expect(error, format).to.include({ index: 2, field: 'uid' });
+        const result = await importFile(database.ds, `tokens-skip-${format}`, path, { into: Token, invalid: 'skip' });
+        expect(result, format).to.include({ rows: 2, invalid: 4 });
+        const stored = (await database.ds.query('SELECT n, uid FROM tokens ORDER BY n')) as { n: number | string; uid: string }[];
+        expect(
+          stored.map((row) => [Number(row.n), row.uid]),
+          format,
+        ).to.deep.equal(given.slice(0, 2).map((uid, n) => [n, uid]));
+      }
     });
 
     it('other types pass as text and the database decides: its refusal is DATABASE_ERROR at that chunk, earlier chunks kept', async () => {
       const path = file('other.ndjson', '{"n":2001,"req":1,"other":"01:02:03"}\n{"n":2002,"req":1,"other":"not a time"}\n');
-      const stored = async () => ((await database.ds.query(`SELECT ${asText('other')} AS other FROM typed WHERE n > 2000 ORDER BY n`)) as { other: string }[]).map((row) => row.other);
+      const stored = async () =>
+        ((await database.ds.query(`SELECT ${asText('other')} AS other FROM typed WHERE n > 2000 ORDER BY n`)) as { other: string }[]).map(
+          (row) => row.other,
+        );
       if (DRIVER === 'sqlite') {
         // A BLOB column takes any text.
         expect(await importFile(database.ds, 'other', path, { into: 'typed', size: 1 })).to.include({ rows: 2, done: true });
@@ -418,12 +585,18 @@ describe(`importFile records mode (${DRIVER})`, () => {
 
     it('the first invalid row rejects the file with index and field; nothing is written', async () => {
       const path = file('bad.csv', 'n,req,day\n101,1,2024-01-01\n102,1,2024-02-30\n103,x,2024-01-03\n');
-      const error = (await expectCode(importFile(database.ds, 'bad', path, { into: 'typed', size: 1 }), 'INVALID_INPUT')) as InvalidInputError;
+      const error = (await expectCode(
+        importFile(database.ds, 'bad', path, { into: 'typed', size: 1 }),
+        'INVALID_INPUT',
+      )) as InvalidInputError;
       expect(error).to.be.instanceOf(InvalidInputError);
       expect(error).to.include({ index: 1, field: 'day' });
       expect(await count(database.ds, 'SELECT COUNT(*) FROM typed WHERE n > 100')).to.equal(0);
       expect(await checkpoint(database.ds, 'bad')).to.equal(null);
-      const limited = (await expectCode(importFile(database.ds, 'bad', path, { into: 'typed', invalid: 'skip', maxInvalid: 1 }), 'INVALID_INPUT')) as InvalidInputError;
+      const limited = (await expectCode(
+        importFile(database.ds, 'bad', path, { into: 'typed', invalid: 'skip', maxInvalid: 1 }),
+        'INVALID_INPUT',
+      )) as InvalidInputError;
       expect(limited).to.include({ index: 2, field: 'req' });
       expect(await checkpoint(database.ds, 'bad')).to.equal(null);
       const checked = await importFile(database.ds, 'bad', path, { into: 'typed', check: true });
@@ -447,7 +620,10 @@ describe(`importFile records mode (${DRIVER})`, () => {
   describe('keys, map and conflicts', () => {
     it('key: a repeated key is INVALID_INPUT at the later occurrence, or a reject with invalid: skip', async () => {
       const path = file('dupes.ndjson', ['a', 'b', 'a', 'c', 'b', 'a'].map((sku, i) => JSON.stringify({ sku, unit_price: i })).join('\n'));
-      const error = (await expectCode(importFile(database.ds, 'dupes', path, { into: Price, key: 'sku' }), 'INVALID_INPUT')) as InvalidInputError;
+      const error = (await expectCode(
+        importFile(database.ds, 'dupes', path, { into: Price, key: 'sku' }),
+        'INVALID_INPUT',
+      )) as InvalidInputError;
       expect(error).to.include({ index: 2, field: 'sku' });
       const result = await importFile(database.ds, 'dupes-skip', path, { into: Price, key: 'sku', invalid: 'skip', size: 2 });
       expect(result).to.include({ rows: 3, invalid: 3 });
@@ -467,7 +643,14 @@ describe(`importFile records mode (${DRIVER})`, () => {
     });
 
     it('map: runs in both passes, null skips and counts, its fields matched to columns', async () => {
-      const path = file('map.json', JSON.stringify([{ code: 'x1', cents: 150 }, { code: 'skip-me', cents: 1 }, { code: 'x2', cents: 5 }]));
+      const path = file(
+        'map.json',
+        JSON.stringify([
+          { code: 'x1', cents: 150 },
+          { code: 'skip-me', cents: 1 },
+          { code: 'x2', cents: 5 },
+        ]),
+      );
       const calls: number[] = [];
       const result = await importFile(database.ds, 'mapped', path, {
         into: 'prices',
@@ -484,12 +667,17 @@ describe(`importFile records mode (${DRIVER})`, () => {
     it("conflict against pre-existing rows: 'error' fails the chunk (earlier chunks and their rejects stay), 'skip' keeps, 'update' overwrites", async () => {
       await database.ds.query(`INSERT INTO prices (sku, unit_price, label) VALUES ('p3', 1, 'old')`);
       const path = file('conflict.csv', 'sku,unit_price,label\np1,10,new\np2,oops,new\np3,30,new\np4,bad,new\np5,50,new\n');
-      const error = (await expectCode(importFile(database.ds, 'conflict', path, { into: Price, invalid: 'skip', size: 2 }), 'INVALID_INPUT')) as InvalidInputError;
+      const error = (await expectCode(
+        importFile(database.ds, 'conflict', path, { into: Price, invalid: 'skip', size: 2 }),
+        'INVALID_INPUT',
+      )) as InvalidInputError;
       expect(error).to.include({ index: 2, field: 'sku' });
       expect(await checkpoint(database.ds, 'conflict')).to.equal(2);
       expect(await prices()).to.deep.equal(['p1:10:new:eur', 'p3:1:old:eur']);
       // The failed chunk's reject (row 3) rolled back with it; the committed chunk's (row 1) stayed.
-      const rejects = (await database.ds.query(sql('SELECT row_index FROM checkpoint_import_rejects WHERE batch = ?'), ['conflict'])) as { row_index: number | string }[];
+      const rejects = (await database.ds.query(sql('SELECT row_index FROM checkpoint_import_rejects WHERE batch = ?'), ['conflict'])) as {
+        row_index: number | string;
+      }[];
       expect(rejects.map((r) => Number(r.row_index))).to.deep.equal([1]);
 
       const skipped = await importFile(database.ds, 'conflict', path, { into: Price, invalid: 'skip', size: 2, conflict: 'skip' });
@@ -509,9 +697,12 @@ describe(`importFile records mode (${DRIVER})`, () => {
         await database.ds.query(`CREATE TABLE ${schemaTable} (sku VARCHAR(20) PRIMARY KEY, unit_price DECIMAL(10,2) NOT NULL)`);
         await database.ds.query(`CREATE TABLE orders (id INTEGER PRIMARY KEY, note VARCHAR(20))`);
         const orders = async () =>
-          ((await database.ds.query(`SELECT sku, ${asText('unit_price')} AS price FROM ${schemaTable} ORDER BY sku`)) as Record<string, string>[]).map(
-            (row) => `${row.sku}:${Number(row.price)}`,
-          );
+          (
+            (await database.ds.query(`SELECT sku, ${asText('unit_price')} AS price FROM ${schemaTable} ORDER BY sku`)) as Record<
+              string,
+              string
+            >[]
+          ).map((row) => `${row.sku}:${Number(row.price)}`);
         const path = file('orders.csv', 'sku,unit_price\ns1,1.50\ns2,2\ns3,3.25\n');
         // COPY on PostgreSQL (conflict 'error'), a multi-row INSERT elsewhere.
         expect(await importFile(database.ds, 'sales-1', path, { into: `${SALES}.orders`, size: 2 })).to.include({ rows: 3, done: true });
@@ -519,9 +710,15 @@ describe(`importFile records mode (${DRIVER})`, () => {
         expect(await count(database.ds, 'SELECT COUNT(*) AS n FROM orders')).to.equal(0);
         // A key already there: INVALID_INPUT naming it, read back from the schema's table; then skip.
         const again = file('orders-again.csv', 'sku,unit_price\ns4,4\ns2,20\n');
-        const error = (await expectCode(importFile(database.ds, 'sales-2', again, { into: `${SALES}.orders` }), 'INVALID_INPUT')) as InvalidInputError;
+        const error = (await expectCode(
+          importFile(database.ds, 'sales-2', again, { into: `${SALES}.orders` }),
+          'INVALID_INPUT',
+        )) as InvalidInputError;
         expect(error).to.include({ index: 1, field: 'sku' });
-        expect(await importFile(database.ds, 'sales-3', again, { into: `${SALES}.orders`, conflict: 'skip' })).to.include({ rows: 2, done: true });
+        expect(await importFile(database.ds, 'sales-3', again, { into: `${SALES}.orders`, conflict: 'skip' })).to.include({
+          rows: 2,
+          done: true,
+        });
         expect(await orders()).to.deep.equal(['s1:1.5', 's2:2', 's3:3.25', 's4:4']);
         // TypeORM's SQLite drivers name an attached database by `database`, not `schema`: the entity is PostgreSQL's and MySQL's.
         if (DRIVER !== 'sqlite') {
@@ -603,7 +800,8 @@ describe(`importFile records mode (${DRIVER})`, () => {
       await expectCode(importFile(database.ds, 'o7', path, { into: Price, conflict: 'merge' as 'skip' }), 'INVALID_ARGUMENT');
       await expectCode(importFile(database.ds, 'o8', path, { records: true }), 'INVALID_ARGUMENT');
       expect(await importFile(database.ds, 'o9', path, { records: true, check: true })).to.include({ rows: 1, invalid: 0 });
-      for (const batch of ['o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7', 'o8', 'o9']) expect(await checkpoint(database.ds, batch)).to.equal(null);
+      for (const batch of ['o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7', 'o8', 'o9'])
+        expect(await checkpoint(database.ds, batch)).to.equal(null);
     });
 
     it('check on lab rows: the first invalid row reported, nothing written', async () => {
@@ -630,7 +828,10 @@ describe(`importFile records mode (${DRIVER})`, () => {
       const whole = gzipSync(csv);
       const corrupt = Buffer.from(whole);
       corrupt[Math.floor(corrupt.length / 2)] ^= 0xff;
-      for (const [name, bytes] of [['truncated', whole.subarray(0, whole.length - 12)], ['corrupt', corrupt]] as const) {
+      for (const [name, bytes] of [
+        ['truncated', whole.subarray(0, whole.length - 12)],
+        ['corrupt', corrupt],
+      ] as const) {
         const path = file(`${name}.csv.gz`, bytes);
         await expectCode(importFile(database.ds, name, path, { into: 'prices', size: 5 }), 'INVALID_INPUT');
         await expectCode(importFile(database.ds, `${name}-lab`, path.replace('.csv.gz', '.csv.gz'), { size: 5 }), 'INVALID_INPUT');
@@ -648,7 +849,10 @@ describe(`importFile records mode (${DRIVER})`, () => {
       for (const [name, content] of Object.entries(sources)) {
         const path = file(name, gzipSync(content));
         expect(await importFile(database.ds, `lab-gz-${name}`, path, { size: 1 }), name).to.include({ rows: 2, done: true });
-        expect(await values(database.ds, `lab-gz-${name}`)).to.deep.equal([['a', 1], ['b', 2]]);
+        expect(await values(database.ds, `lab-gz-${name}`)).to.deep.equal([
+          ['a', 1],
+          ['b', 2],
+        ]);
       }
     });
 

@@ -4,13 +4,15 @@ import { currentManager, eachBatch, runInTransaction, type Source, status } from
 import { count, sql, useTestDatabase } from './support/database';
 import { SqlLog } from './support/sql-log';
 
-const numbers = (n: number): Source<number> => (cursor, limit) => {
-  const from = cursor === null ? 1 : (cursor as number) + 1;
-  const items = Array.from({ length: Math.max(0, Math.min(limit, n - from + 1)) }, (_, i) => from + i);
-  return { items, next: items.length ? items[items.length - 1] : null };
-};
+const numbers =
+  (n: number): Source<number> =>
+  (cursor, limit) => {
+    const from = cursor === null ? 1 : (cursor as number) + 1;
+    const items = Array.from({ length: Math.max(0, Math.min(limit, n - from + 1)) }, (_, i) => from + i);
+    return { items, next: items.length ? items[items.length - 1] : null };
+  };
 
-describe('joining the caller\'s transaction', () => {
+describe("joining the caller's transaction", () => {
   const log = new SqlLog();
   const db = useTestDatabase('joining', { logger: log });
   const other = useTestDatabase('joining_other');
@@ -21,7 +23,7 @@ describe('joining the caller\'s transaction', () => {
   };
   const rows = (job: string) => count(db.ds, sql('SELECT COUNT(*) FROM joined WHERE job = ?'), [job]);
 
-  it('runs each batch as a savepoint of the caller\'s transaction (EntityManager)', async () => {
+  it("runs each batch as a savepoint of the caller's transaction (EntityManager)", async () => {
     log.clear();
     await db.ds.transaction(async (tx) => {
       const result = await eachBatch(tx, 'sp', numbers(5), 2, write('sp'));
@@ -52,7 +54,7 @@ describe('joining the caller\'s transaction', () => {
     expect(await status(db.ds, 'undone')).to.equal(null);
   });
 
-  it('rolls a failing batch back to its savepoint and leaves the caller\'s transaction usable', async () => {
+  it("rolls a failing batch back to its savepoint and leaves the caller's transaction usable", async () => {
     const boom = new Error('batch 2 fails');
     await db.ds.transaction(async (tx) => {
       await tx.query(sql('INSERT INTO joined (job, n) VALUES (?, ?)'), ['caller', 1]);

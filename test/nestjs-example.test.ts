@@ -21,7 +21,8 @@ function waitForEvent(child: Child, name: string, url?: string): Promise<string>
   });
 }
 
-const files = (names: string[]) => names.map((name) => ({ fileUrl: `s3://reports/${name}`, fileType: 'report', fileTimestamp: new Date(0) }));
+const files = (names: string[]) =>
+  names.map((name) => ({ fileUrl: `s3://reports/${name}`, fileType: 'report', fileTimestamp: new Date(0) }));
 
 describe(`NestJS example: @FileProcessor in a worker process (${DRIVER})`, function () {
   const db = useTestDatabase('nestjs_example');
@@ -40,8 +41,14 @@ describe(`NestJS example: @FileProcessor in a worker process (${DRIVER})`, funct
       // in one batch in that order (files registered together otherwise come in no particular order).
       await db.ds.transaction(async (tx) => {
         await new CheckpointManager(tx).register(files(['d1.hold', 'd2.hold', 'e.csv', 'f.csv', 'g.csv']));
-        for (const [name, older] of [['d1.hold', 2], ['d2.hold', 1]] as const) {
-          await tx.query(sql('UPDATE file_checkpoints SET created_at = created_at - ? WHERE file_url = ?'), [older, `s3://reports/${name}`]);
+        for (const [name, older] of [
+          ['d1.hold', 2],
+          ['d2.hold', 1],
+        ] as const) {
+          await tx.query(sql('UPDATE file_checkpoints SET created_at = created_at - ? WHERE file_url = ?'), [
+            older,
+            `s3://reports/${name}`,
+          ]);
         }
       });
       await waitForEvent(child, 'processing', 's3://reports/d1.hold');
@@ -62,7 +69,12 @@ describe(`NestJS example: @FileProcessor in a worker process (${DRIVER})`, funct
       for (const name of ['e.csv', 'f.csv', 'g.csv']) {
         expect(await manager.get(`s3://reports/${name}`), name).to.include({ status: 'pending', retryCount: 0, claimToken: 2 });
       }
-      expect(child.lines.some((line) => event(line)?.event === 'processing' && String(event(line)?.url).endsWith('.csv') && /[efg]\.csv/.test(String(event(line)?.url)))).to.equal(false);
+      expect(
+        child.lines.some(
+          (line) =>
+            event(line)?.event === 'processing' && String(event(line)?.url).endsWith('.csv') && /[efg]\.csv/.test(String(event(line)?.url)),
+        ),
+      ).to.equal(false);
       expect(await count(db.ds, 'SELECT COUNT(*) FROM processed_files')).to.equal(5);
       expect(await count(db.ds, sql('SELECT COUNT(*) FROM processed_files WHERE file_url = ?'), ['s3://reports/d1.hold'])).to.equal(1);
     } finally {
@@ -71,8 +83,12 @@ describe(`NestJS example: @FileProcessor in a worker process (${DRIVER})`, funct
   });
 
   it('@FileProcessor refuses options it does not know with INVALID_ARGUMENT', () => {
-    expect(() => FileProcessor({ fileTyp: 'report' } as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
-    expect(() => FileProcessor(null as never)).to.throw().with.property('code', 'INVALID_ARGUMENT');
+    expect(() => FileProcessor({ fileTyp: 'report' } as never))
+      .to.throw()
+      .with.property('code', 'INVALID_ARGUMENT');
+    expect(() => FileProcessor(null as never))
+      .to.throw()
+      .with.property('code', 'INVALID_ARGUMENT');
     expect(FileProcessor({ fileType: 'report', concurrency: 2 })).to.be.a('function');
   });
 });

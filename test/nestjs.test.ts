@@ -53,9 +53,16 @@ class BillingService {
   @Checkpointed()
   async charge(customer: string): Promise<{ customer: string; effects: number }> {
     this.calls += 1;
-    await currentManager().getRepository(StepEffect).insert({ id: randomUUID(), label: `charge ${customer}` });
+    await currentManager()
+      .getRepository(StepEffect)
+      .insert({ id: randomUUID(), label: `charge ${customer}` });
     // The write above is visible in the step's transaction, not through the private DataSource outside it.
-    return { customer, effects: await currentManager().getRepository(StepEffect).countBy({ label: `charge ${customer}` }) };
+    return {
+      customer,
+      effects: await currentManager()
+        .getRepository(StepEffect)
+        .countBy({ label: `charge ${customer}` }),
+    };
   }
 
   hasOwnDataSource(): boolean {
@@ -68,7 +75,9 @@ class BillingService {
 class ReportService {
   @Checkpointed({ name: (month: string) => `report:${month}` })
   async close(month: string): Promise<string> {
-    await currentManager().getRepository(StepEffect).insert({ id: randomUUID(), label: `report ${month}` });
+    await currentManager()
+      .getRepository(StepEffect)
+      .insert({ id: randomUUID(), label: `report ${month}` });
     return `closed ${month}`;
   }
 }
@@ -120,10 +129,14 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
 
   it('registers the checkpoint entities with autoLoadEntities and exports their repositories', async () => {
     const app = await boot({
-      imports: [TypeOrmModule.forRoot(typeOrmOptions(db.url, { entities: [StepEffect], autoLoadEntities: true })), CheckpointModule.forRoot()],
+      imports: [
+        TypeOrmModule.forRoot(typeOrmOptions(db.url, { entities: [StepEffect], autoLoadEntities: true })),
+        CheckpointModule.forRoot(),
+      ],
     });
     const dataSource = app.get(DataSource);
-    for (const entity of [CheckpointJob, ImportJob, ImportItem, FileCheckpoint]) expect(dataSource.hasMetadata(entity), entity.name).to.equal(true);
+    for (const entity of [CheckpointJob, ImportJob, ImportItem, FileCheckpoint])
+      expect(dataSource.hasMetadata(entity), entity.name).to.equal(true);
     expect(app.get(getRepositoryToken(FileCheckpoint))).to.be.instanceOf(Repository);
     const service = app.get(CheckpointService);
     expect(service).to.be.instanceOf(CheckpointService);
@@ -134,7 +147,10 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
 
   it('CheckpointService runs steps, batches, status, list and reset on the injected DataSource', async () => {
     const app = await boot({
-      imports: [TypeOrmModule.forRoot(typeOrmOptions(db.url, { entities: [StepEffect], autoLoadEntities: true })), CheckpointModule.forRoot()],
+      imports: [
+        TypeOrmModule.forRoot(typeOrmOptions(db.url, { entities: [StepEffect], autoLoadEntities: true })),
+        CheckpointModule.forRoot(),
+      ],
     });
     const service = app.get(CheckpointService);
     let runs = 0;
@@ -162,9 +178,15 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
 
     expect(await service.status('nest:batch')).to.include({ kind: 'batch', done: true, batches: 3, items: 7 });
 
-    const ranged = await service.eachPartition('nest:ranges', source, 2, async (items, tx) => {
-      await tx.getRepository(StepEffect).insert(items.map((item) => ({ id: randomUUID(), label: `ranged ${String(item.id)}` })));
-    }, { partitions: 3 });
+    const ranged = await service.eachPartition(
+      'nest:ranges',
+      source,
+      2,
+      async (items, tx) => {
+        await tx.getRepository(StepEffect).insert(items.map((item) => ({ id: randomUUID(), label: `ranged ${String(item.id)}` })));
+      },
+      { partitions: 3 },
+    );
     expect(ranged).to.include({ items: 7, partitions: 3, done: true });
     expect(await count(db.ds, sql("SELECT COUNT(*) AS n FROM step_effects WHERE label LIKE 'ranged %'"))).to.equal(7);
     expect((await service.listPartitions('nest:ranges')).map((range) => range.status)).to.deep.equal(['done', 'done', 'done']);
@@ -186,7 +208,11 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
     const file = join(dir, 'scores.ndjson');
     writeFileSync(file, ['{"id":"a","value":1}', '{"id":"b","value":2}', '{"id":"c","value":3}'].join('\n'));
     expect(await service.importFile('nest-import', file, { size: 2 })).to.include({ nextIndex: 3, rows: 3, done: true });
-    expect(await service.values('nest-import')).to.deep.equal([['a', 1], ['b', 2], ['c', 3]]);
+    expect(await service.values('nest-import')).to.deep.equal([
+      ['a', 1],
+      ['b', 2],
+      ['c', 3],
+    ]);
     expect(await service.checkpoint('nest-import')).to.equal(3);
 
     const first = service.createManager();
@@ -204,7 +230,10 @@ describe(`NestJS: CheckpointModule (${process.env.DB ?? 'sqlite'})`, () => {
   it('@Checkpointed on a Nest provider finds the DataSource in its private constructor property', async () => {
     expect(getDefaultDataSource()).to.equal(null);
     const app = await boot({
-      imports: [TypeOrmModule.forRoot(typeOrmOptions(db.url, { entities: [StepEffect], autoLoadEntities: true })), CheckpointModule.forRoot()],
+      imports: [
+        TypeOrmModule.forRoot(typeOrmOptions(db.url, { entities: [StepEffect], autoLoadEntities: true })),
+        CheckpointModule.forRoot(),
+      ],
       providers: [BillingService],
     });
     const billing = app.get(BillingService);

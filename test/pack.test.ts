@@ -1,5 +1,16 @@
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, sep } from 'node:path';
@@ -14,7 +25,18 @@ const ROOT = join(__dirname, '..');
 const NOT_CHECKED_OUT = new Set(['node_modules', '.git', 'dist', '.tmp']);
 
 /** Peers the package expects the application to have; linked from this repo's node_modules, never downloaded. */
-const PEERS = ['typeorm', 'reflect-metadata', 'better-sqlite3', 'sqlite3', 'pg', 'mysql2', '@nestjs/common', '@nestjs/core', '@nestjs/typeorm', '@types/node'];
+const PEERS = [
+  'typeorm',
+  'reflect-metadata',
+  'better-sqlite3',
+  'sqlite3',
+  'pg',
+  'mysql2',
+  '@nestjs/common',
+  '@nestjs/core',
+  '@nestjs/typeorm',
+  '@types/node',
+];
 
 /** How an application uses the package from plain CommonJS JavaScript. */
 const CONSUMER_JS = String.raw`'use strict';
@@ -219,7 +241,8 @@ describe(`npm pack: the published package works in a fresh project (${DRIVER})`,
     for (const target of Object.values(manifest.exports)) targets.push(...(typeof target === 'string' ? [target] : Object.values(target)));
     for (const target of targets) expect(existsSync(join(installed, target)), target).to.equal(true);
     expect(Object.keys(manifest.exports)).to.include.members(['.', './nestjs', './package.json']);
-    for (const folder of ['dist/src', 'dist/entities', 'dist/migrations', 'dist/src/nestjs']) expect(existsSync(join(installed, folder)), folder).to.equal(true);
+    for (const folder of ['dist/src', 'dist/entities', 'dist/migrations', 'dist/src/nestjs'])
+      expect(existsSync(join(installed, folder)), folder).to.equal(true);
     for (const absent of ['src', 'test', 'dist/test', 'tsconfig.json']) expect(existsSync(join(installed, absent)), absent).to.equal(false);
 
     const bin = join(installed, manifest.bin['typeorm-checkpoint']);
@@ -238,7 +261,11 @@ describe(`npm pack: the published package works in a fresh project (${DRIVER})`,
     expect(result.batch).to.deep.equal({ batches: 3, items: 5, done: true, cursor: null });
     expect(result.status).to.deep.equal({ kind: 'batch', done: true, batches: 3, items: 5 });
     expect(result).to.deep.include({ errorCode: 'INVALID_ARGUMENT', isCheckpointError: true });
-    expect(result).to.deep.include({ nestModule: 'function', nestService: 'function', version: JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version });
+    expect(result).to.deep.include({
+      nestModule: 'function',
+      nestService: 'function',
+      version: JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version,
+    });
   });
 
   it('installs a working typeorm-checkpoint command', async () => {

@@ -32,7 +32,9 @@ describe(`eachPartition across worker processes (${DRIVER})`, function () {
   async function expectEveryRowOnce(): Promise<void> {
     expect(await count(db.ds, 'SELECT COUNT(*) FROM part_dst')).to.equal(ROWS);
     expect(await count(db.ds, 'SELECT COUNT(DISTINCT source_id) FROM part_dst')).to.equal(ROWS);
-    expect(await count(db.ds, 'SELECT COUNT(*) FROM part_src s WHERE NOT EXISTS (SELECT 1 FROM part_dst d WHERE d.source_id = s.id)')).to.equal(0);
+    expect(
+      await count(db.ds, 'SELECT COUNT(*) FROM part_src s WHERE NOT EXISTS (SELECT 1 FROM part_dst d WHERE d.source_id = s.id)'),
+    ).to.equal(0);
   }
 
   it(`${WORKERS} workers over ${ROWS} rows in ${PARTITIONS} ranges, 3 of them SIGKILLed at random points: every row exactly once`, async () => {
@@ -58,12 +60,14 @@ describe(`eachPartition across worker processes (${DRIVER})`, function () {
       await kill(victim);
       workers.splice(workers.indexOf(victim), 1, start());
     }
-    const results = await Promise.all(workers.map(async (worker) => {
-      await worker.waitForLine((line) => line.startsWith('done'));
-      const { code } = await worker.exited;
-      expect(code, worker.stderr()).to.equal(0);
-      return JSON.parse(worker.lines.find((line) => line.startsWith('done'))!.slice(5)) as { done: boolean; partitions: number };
-    }));
+    const results = await Promise.all(
+      workers.map(async (worker) => {
+        await worker.waitForLine((line) => line.startsWith('done'));
+        const { code } = await worker.exited;
+        expect(code, worker.stderr()).to.equal(0);
+        return JSON.parse(worker.lines.find((line) => line.startsWith('done'))!.slice(5)) as { done: boolean; partitions: number };
+      }),
+    );
     expect(results.every((result) => result.done && result.partitions === PARTITIONS)).to.equal(true);
     await expectEveryRowOnce();
     const stored = (await status(db.ds, job))!;

@@ -24,10 +24,17 @@ type Row = Record<string, unknown>;
 async function drain(ds: DataSource, job: string, source: Awaited<ReturnType<typeof sqlSource>>, limit: number) {
   const items: Row[] = [];
   const cursors: Json[] = [];
-  await eachBatch(ds, job, source, limit, (batch) => {
-    items.push(...batch);
-  }, { onProgress: () => undefined });
-  for (let cursor: Json = null; ; ) {
+  await eachBatch(
+    ds,
+    job,
+    source,
+    limit,
+    (batch) => {
+      items.push(...batch);
+    },
+    { onProgress: () => undefined },
+  );
+  for (let cursor: Json = null; ;) {
     const page = await ds.transaction((tx) => Promise.resolve(source(cursor, limit, tx)));
     if (page.items.length === 0) break;
     cursors.push(page.next);
@@ -59,7 +66,9 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
   const db = useTestDatabase('composite_keys', { logger: log });
 
   before(async () => {
-    await db.ds.query('CREATE TABLE tenant_rows (tenant integer NOT NULL, id integer NOT NULL, payload varchar(20), PRIMARY KEY (tenant, id))');
+    await db.ds.query(
+      'CREATE TABLE tenant_rows (tenant integer NOT NULL, id integer NOT NULL, payload varchar(20), PRIMARY KEY (tenant, id))',
+    );
     // Three tenants of 400 rows: one leading value spans many pages and many ranges.
     const rows: unknown[][] = [];
     for (let tenant = 1; tenant <= 3; tenant++) for (let id = 1; id <= 400; id++) rows.push([tenant, id * 3, `t${tenant}-${id}`]);
@@ -86,7 +95,11 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
   it('accepts the key columns in any order (pages follow the given order) and refuses keys that are not unique', async () => {
     const reversed = await drain(db.ds, 'composite-reversed', await sqlSource(db.ds, 'tenant_rows', ['id', 'tenant']), 50);
     expect(reversed.items).to.have.length(1200);
-    expect(reversed.items.slice(0, 3).map((row) => [Number(row.id), Number(row.tenant)])).to.deep.equal([[3, 1], [3, 2], [3, 3]]);
+    expect(reversed.items.slice(0, 3).map((row) => [Number(row.id), Number(row.tenant)])).to.deep.equal([
+      [3, 1],
+      [3, 2],
+      [3, 3],
+    ]);
     await expectCode(sqlSource(db.ds, 'tenant_rows', ['tenant']), 'NON_UNIQUE_KEY');
     await expectCode(sqlSource(db.ds, 'tenant_rows', ['tenant', 'payload']), 'NON_UNIQUE_KEY');
     // Extra columns beside a whole unique key are fine.
@@ -98,11 +111,25 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
   it('never visits rows with a NULL in any key column (a unique index over nullable columns)', async () => {
     await db.ds.query('CREATE TABLE nullable_keys (a integer, b varchar(10), note varchar(10))');
     await db.ds.query('CREATE UNIQUE INDEX nullable_keys_ab ON nullable_keys (a, b)');
-    await insertRows(db.ds, 'nullable_keys', ['a', 'b', 'note'], [
-      [1, 'x', 'keep'], [1, null, 'skip'], [null, 'y', 'skip'], [2, 'a', 'keep'], [null, null, 'skip'], [1, 'y', 'keep'],
-    ]);
+    await insertRows(
+      db.ds,
+      'nullable_keys',
+      ['a', 'b', 'note'],
+      [
+        [1, 'x', 'keep'],
+        [1, null, 'skip'],
+        [null, 'y', 'skip'],
+        [2, 'a', 'keep'],
+        [null, null, 'skip'],
+        [1, 'y', 'keep'],
+      ],
+    );
     const { items } = await drain(db.ds, 'nullable', await sqlSource(db.ds, 'nullable_keys', ['a', 'b']), 1);
-    expect(items.map((row) => [Number(row.a), row.b])).to.deep.equal([[1, 'x'], [1, 'y'], [2, 'a']]);
+    expect(items.map((row) => [Number(row.a), row.b])).to.deep.equal([
+      [1, 'x'],
+      [1, 'y'],
+      [2, 'a'],
+    ]);
   });
 
   it('pages timestamp keys 1 µs apart, alone and composite, as canonical text with six fraction digits', async () => {
@@ -110,8 +137,21 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
     await db.ds.query(`CREATE TABLE stamps (at ${TIMESTAMP} PRIMARY KEY)`);
     // 300 instants 1 µs apart crossing a second boundary; every instant shared by two ids.
     const instants = Array.from({ length: 300 }, (_, i) => micros(999_850 + i));
-    await insertRows(db.ds, 'stamped', ['created_at', 'id'], instants.flatMap((at, i) => [[at, i], [at, i + 1000]]));
-    await insertRows(db.ds, 'stamps', ['at'], instants.map((at) => [at]));
+    await insertRows(
+      db.ds,
+      'stamped',
+      ['created_at', 'id'],
+      instants.flatMap((at, i) => [
+        [at, i],
+        [at, i + 1000],
+      ]),
+    );
+    await insertRows(
+      db.ds,
+      'stamps',
+      ['at'],
+      instants.map((at) => [at]),
+    );
     const composite = await drain(db.ds, 'stamped', await sqlSource(db.ds, 'stamped', ['created_at', 'id']), 9);
     expect(composite.items).to.have.length(600);
     expect(composite.items.map((row) => row.created_at)).to.deep.equal(instants.flatMap((at) => [at, at]));
@@ -125,7 +165,12 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
     it('reads timestamptz keys as UTC text whatever the session time zone, across a DST change', async () => {
       await db.ds.query('CREATE TABLE zoned (at timestamptz PRIMARY KEY, d date NOT NULL)');
       const instants = Array.from({ length: 120 }, (_, i) => new Date(Date.UTC(2024, 2, 10, 6, 58) + i * 1000).toISOString());
-      await insertRows(db.ds, 'zoned', ['at', 'd'], instants.map((at) => [`${at.slice(0, 19)}.000001Z`, at.slice(0, 10)]));
+      await insertRows(
+        db.ds,
+        'zoned',
+        ['at', 'd'],
+        instants.map((at) => [`${at.slice(0, 19)}.000001Z`, at.slice(0, 10)]),
+      );
       const zoned = await db.open({ extra: { options: '-c TimeZone=America/New_York' } });
       expect((await zoned.query('SHOW TimeZone'))[0].TimeZone).to.equal('America/New_York');
       const { items, cursors } = await drain(zoned, 'zoned', await sqlSource(zoned, 'zoned', 'at'), 11);
@@ -139,11 +184,19 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
   }
 
   if (DRIVER === 'mysql') {
-    it('reads DATETIME(6) keys unchanged whatever the session time zone and the driver\'s', async () => {
+    it("reads DATETIME(6) keys unchanged whatever the session time zone and the driver's", async () => {
       await db.ds.query('CREATE TABLE zoned (at datetime(6) NOT NULL, id integer NOT NULL, PRIMARY KEY (at, id))');
       // Instants 1 µs apart across a second boundary, each shared by two ids.
       const instants = Array.from({ length: 60 }, (_, i) => micros(999_970 + i));
-      await insertRows(db.ds, 'zoned', ['at', 'id'], instants.flatMap((at, i) => [[at, i], [at, i + 100]]));
+      await insertRows(
+        db.ds,
+        'zoned',
+        ['at', 'id'],
+        instants.flatMap((at, i) => [
+          [at, i],
+          [at, i + 100],
+        ]),
+      );
       // One connection, so the session's zone holds for every statement; the driver converts with another.
       const zoned = await db.open({ extra: { connectionLimit: 1, timezone: '+09:00' } });
       await zoned.query("SET time_zone = '-05:00'");
@@ -151,9 +204,16 @@ describe(`composite and timestamp keys (${DRIVER})`, function () {
       const { items, cursors } = await drain(zoned, 'zoned', await sqlSource(zoned, 'zoned', ['at', 'id']), 7);
       expect(items.map((row) => row.at)).to.deep.equal(instants.flatMap((at) => [at, at]));
       expect(cursors[0]).to.deep.equal([instants[3], 3]);
-      const result = await eachPartition(zoned, 'zoned-ranges', await sqlSource(zoned, 'zoned', ['at', 'id']), 5, () => undefined, { partitions: 4 });
+      const result = await eachPartition(zoned, 'zoned-ranges', await sqlSource(zoned, 'zoned', ['at', 'id']), 5, () => undefined, {
+        partitions: 4,
+      });
       expect(result).to.include({ items: 120, done: true });
-      expect((await listPartitions(zoned, 'zoned-ranges')).map((range) => range.upper).slice(0, 3).every((upper) => instants.includes((upper as string[])[0]))).to.equal(true);
+      expect(
+        (await listPartitions(zoned, 'zoned-ranges'))
+          .map((range) => range.upper)
+          .slice(0, 3)
+          .every((upper) => instants.includes((upper as string[])[0])),
+      ).to.equal(true);
     });
   }
 
@@ -188,12 +248,20 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
     await db.ds.query('CREATE TABLE skewed (id bigint PRIMARY KEY, payload varchar(20) NOT NULL)');
     await db.ds.query('CREATE TABLE copied (job varchar(40) NOT NULL, source_id bigint NOT NULL)');
     const ids = Array.from({ length: ROWS }, (_, i) => (i < ROWS / 2 ? i + 1 : 1_000_000 + (i - ROWS / 2) * 666_667));
-    await insertRows(db.ds, 'skewed', ['id', 'payload'], ids.map((id) => [id, `p${id}`]));
+    await insertRows(
+      db.ds,
+      'skewed',
+      ['id', 'payload'],
+      ids.map((id) => [id, `p${id}`]),
+    );
   });
 
   const copy = (job: string) => async (items: Row[], tx: EntityManager) => {
     const values = items.map(() => '(?, ?)').join(', ');
-    await tx.query(sql(`INSERT INTO copied (job, source_id) VALUES ${values}`), items.flatMap((row) => [job, row.id]));
+    await tx.query(
+      sql(`INSERT INTO copied (job, source_id) VALUES ${values}`),
+      items.flatMap((row) => [job, row.id]),
+    );
   };
   const copiedOnce = async (job: string) => {
     expect(await count(db.ds, sql('SELECT COUNT(*) FROM copied WHERE job = ?'), [job])).to.equal(ROWS);
@@ -219,7 +287,12 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
     expect((await list(db.ds, { kind: 'partitioned' })).map((job) => job.name)).to.include('skew');
     expect((await list(db.ds, { kind: 'batch' })).map((job) => job.name)).to.not.include('skew');
     // Done: a later call returns at once; another partitions count resumes the frozen plan.
-    expect(await eachPartition(db.ds, 'skew', source, 97, copy('skew'), { partitions: 3 })).to.deep.equal({ batches: 0, items: 0, partitions: 8, done: true });
+    expect(await eachPartition(db.ds, 'skew', source, 97, copy('skew'), { partitions: 3 })).to.deep.equal({
+      batches: 0,
+      items: 0,
+      partitions: 8,
+      done: true,
+    });
     await copiedOnce('skew');
     expect(await reset(db.ds, 'skew')).to.equal(true);
     expect(await listPartitions(db.ds, 'skew')).to.deep.equal([]);
@@ -229,11 +302,15 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
   if (DRIVER === 'postgres') {
     it('plans a big table from a sample of its rows (TABLESAMPLE BERNOULLI), still within 2x on skewed keys', async () => {
       await db.ds.query('CREATE TABLE big_skewed (id bigint PRIMARY KEY)');
-      await db.ds.query('INSERT INTO big_skewed SELECT CASE WHEN g <= 150000 THEN g ELSE 1000000 + g * 1000 END FROM generate_series(1, 300000) g');
+      await db.ds.query(
+        'INSERT INTO big_skewed SELECT CASE WHEN g <= 150000 THEN g ELSE 1000000 + g * 1000 END FROM generate_series(1, 300000) g',
+      );
       await db.ds.query('ANALYZE big_skewed');
       const log = new SqlLog();
       const logged = await db.open({ logger: log });
-      const result = await eachPartition(logged, 'sampled', await sqlSource(logged, 'big_skewed', 'id'), 20_000, () => undefined, { partitions: 8 });
+      const result = await eachPartition(logged, 'sampled', await sqlSource(logged, 'big_skewed', 'id'), 20_000, () => undefined, {
+        partitions: 8,
+      });
       expect(result).to.include({ partitions: 8, items: 300_000, done: true });
       expect(log.queries.some((query) => query.sql.includes('TABLESAMPLE BERNOULLI'))).to.equal(true);
       const sizes = (await listPartitions(logged, 'sampled')).map((range) => range.items);
@@ -250,7 +327,9 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
       const source = await sqlSource(logged, 'big_plain', 'id');
       // 2 ranges: 40,000 rows from under a tenth of the pages. 8 ranges: that would be most of the table.
       const pages = await logged.transaction((tx) => source.partitioning.boundaries(2, tx));
-      expect(log.queries.filter((query) => query.sql.includes('TABLESAMPLE')).map((query) => query.sql.match(/TABLESAMPLE \w+/)![0])).to.deep.equal(['TABLESAMPLE SYSTEM']);
+      expect(
+        log.queries.filter((query) => query.sql.includes('TABLESAMPLE')).map((query) => query.sql.match(/TABLESAMPLE \w+/)![0]),
+      ).to.deep.equal(['TABLESAMPLE SYSTEM']);
       expect(pages).to.have.length(1);
       // The median of ~177 sampled pages of ~226 rows: σ ≈ 450,000·√(0.25/177) ≈ 17,000 rows, so
       // ±90,000 is over 5σ (±45,000, 2.7σ, failed about once in a hundred runs).
@@ -263,11 +342,23 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
 
   it('splits one leading value of a composite key across ranges', async () => {
     await db.ds.query('CREATE TABLE one_tenant (tenant integer NOT NULL, id integer NOT NULL, PRIMARY KEY (tenant, id))');
-    await insertRows(db.ds, 'one_tenant', ['tenant', 'id'], Array.from({ length: 600 }, (_, i) => [i < 500 ? 7 : 8, i]));
+    await insertRows(
+      db.ds,
+      'one_tenant',
+      ['tenant', 'id'],
+      Array.from({ length: 600 }, (_, i) => [i < 500 ? 7 : 8, i]),
+    );
     const seen: Row[] = [];
-    const result = await eachPartition(db.ds, 'tenant', await sqlSource(db.ds, 'one_tenant', ['tenant', 'id']), 40, (items) => {
-      seen.push(...items);
-    }, { partitions: 4 });
+    const result = await eachPartition(
+      db.ds,
+      'tenant',
+      await sqlSource(db.ds, 'one_tenant', ['tenant', 'id']),
+      40,
+      (items) => {
+        seen.push(...items);
+      },
+      { partitions: 4 },
+    );
     expect(result).to.include({ partitions: 4, items: 600, done: true });
     const ranges = await listPartitions(db.ds, 'tenant');
     expect(ranges[1].lower).to.deep.equal([7, 149]);
@@ -306,7 +397,7 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
   });
 
   if (DRIVER === 'postgres') {
-    it('costs three round trips a batch on PostgreSQL: the page, the handler\'s statement, and the fenced cursor update + COMMIT + next BEGIN', async () => {
+    it("costs three round trips a batch on PostgreSQL: the page, the handler's statement, and the fenced cursor update + COMMIT + next BEGIN", async () => {
       const counted = await db.open();
       try {
         const source = await sqlSource(counted, 'skewed', 'id');
@@ -327,11 +418,18 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
   it('stops on a signal after the batch in flight, releasing the range without counting an attempt; the next call resumes', async () => {
     const source = await sqlSource(db.ds, 'skewed', 'id');
     const controller = new AbortController();
-    const first = await eachPartition(db.ds, 'signal', source, 100, async (items, tx) => {
-      await copy('signal')(items, tx);
-      controller.abort();
-    }, { partitions: 2, signal: controller.signal });
-    expect(first).to.deep.equal({ batches: 1, items: 100, partitions: 2, done: false });
+    const first = await eachPartition(
+      db.ds,
+      'signal',
+      source,
+      100,
+      async (items, tx) => {
+        await copy('signal')(items, tx);
+        controller.abort();
+      },
+      { partitions: 2, signal: controller.signal },
+    );
+    expect(first).to.deep.equal({ batches: 1, items: 100, partitions: 2, done: false, stopped: 'signal' });
     const ranges = await listPartitions(db.ds, 'signal');
     expect(ranges[0]).to.include({ status: 'pending', attempts: 0, batches: 1, items: 100 });
     expect(ranges[0].cursor).to.equal(100);
@@ -341,19 +439,43 @@ describe(`eachPartition in one process (${DRIVER})`, function () {
 
   it('refuses to join a transaction, sources that cannot be split, bad options and another fingerprint', async () => {
     const source = await sqlSource(db.ds, 'skewed', 'id');
-    await expectCode(runInTransaction(db.ds, () => eachPartition(db.ds, 'joined', source, 10, () => undefined)), 'INVALID_ARGUMENT');
-    await expectCode(db.ds.transaction((tx) => eachPartition(tx, 'joined', source, 10, () => undefined)), 'INVALID_ARGUMENT');
+    await expectCode(
+      runInTransaction(db.ds, () => eachPartition(db.ds, 'joined', source, 10, () => undefined)),
+      'INVALID_ARGUMENT',
+    );
+    await expectCode(
+      db.ds.transaction((tx) => eachPartition(tx, 'joined', source, 10, () => undefined)),
+      'INVALID_ARGUMENT',
+    );
     const plain = (cursor: Json) => ({ items: [], next: cursor });
-    await expectCode(eachPartition(db.ds, 'plain', plain as never, 10, () => undefined), 'INVALID_ARGUMENT');
-    await expectCode(eachPartition(db.ds, 'bad', source, 0, () => undefined), 'INVALID_ARGUMENT');
-    await expectCode(eachPartition(db.ds, 'bad', source, 10, () => undefined, { partitions: 0 }), 'INVALID_ARGUMENT');
-    await expectCode(eachPartition(db.ds, 'bad', source, 10, () => undefined, { concurrency: 1.5 }), 'INVALID_ARGUMENT');
+    await expectCode(
+      eachPartition(db.ds, 'plain', plain as never, 10, () => undefined),
+      'INVALID_ARGUMENT',
+    );
+    await expectCode(
+      eachPartition(db.ds, 'bad', source, 0, () => undefined),
+      'INVALID_ARGUMENT',
+    );
+    await expectCode(
+      eachPartition(db.ds, 'bad', source, 10, () => undefined, { partitions: 0 }),
+      'INVALID_ARGUMENT',
+    );
+    await expectCode(
+      eachPartition(db.ds, 'bad', source, 10, () => undefined, { concurrency: 1.5 }),
+      'INVALID_ARGUMENT',
+    );
     expect(await status(db.ds, 'joined')).to.equal(null);
     expect(await status(db.ds, 'bad')).to.equal(null);
     await eachPartition(db.ds, 'printed', source, 1000, () => undefined, { fingerprint: 'a' });
-    await expectCode(eachPartition(db.ds, 'printed', source, 1000, () => undefined, { fingerprint: 'b' }), 'FINGERPRINT_MISMATCH');
+    await expectCode(
+      eachPartition(db.ds, 'printed', source, 1000, () => undefined, { fingerprint: 'b' }),
+      'FINGERPRINT_MISMATCH',
+    );
     await eachBatch(db.ds, 'a-batch', source, 1000, () => undefined);
-    const taken = await expectCode(eachPartition(db.ds, 'a-batch', source, 1000, () => undefined), 'INVALID_ARGUMENT');
+    const taken = await expectCode(
+      eachPartition(db.ds, 'a-batch', source, 1000, () => undefined),
+      'INVALID_ARGUMENT',
+    );
     expect(taken).to.be.instanceOf(CheckpointError);
     expect(await listPartitions(db.ds, 'nobody')).to.deep.equal([]);
   });

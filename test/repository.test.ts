@@ -72,9 +72,15 @@ describe(`getCheckpointRepository (${DRIVER})`, () => {
     await db.ds.query('CREATE TABLE repo_numbers (n integer PRIMARY KEY)');
     await db.ds.query('INSERT INTO repo_numbers (n) VALUES (1), (2), (3), (4), (5)');
     const ranged: number[] = [];
-    const partitioned = await repository.eachPartition('repo ranges', await sqlSource(db.ds, 'repo_numbers', 'n'), 2, (items) => {
-      ranged.push(...items.map((item) => Number(item.n)));
-    }, { partitions: 2 });
+    const partitioned = await repository.eachPartition(
+      'repo ranges',
+      await sqlSource(db.ds, 'repo_numbers', 'n'),
+      2,
+      (items) => {
+        ranged.push(...items.map((item) => Number(item.n)));
+      },
+      { partitions: 2 },
+    );
     expect(partitioned).to.deep.equal({ batches: 3, items: 5, partitions: 2, done: true });
     expect(ranged.sort()).to.deep.equal([1, 2, 3, 4, 5]);
     expect((await repository.listPartitions('repo ranges')).map((range) => range.items)).to.deep.equal([3, 2]);
@@ -100,7 +106,9 @@ describe(`getCheckpointRepository (${DRIVER})`, () => {
         const repository = getCheckpointRepository(tx);
         expect(repository.manager).to.equal(tx);
         expect(await repository.step('joined step', writing('joined step', 'v'))).to.equal('v');
-        expect(await repository.eachBatch('joined batch', numbers, 5, async (items, inner) => writeEffect(inner, `joined ${items.length}`))).to.include({ done: true });
+        expect(
+          await repository.eachBatch('joined batch', numbers, 5, async (items, inner) => writeEffect(inner, `joined ${items.length}`)),
+        ).to.include({ done: true });
         expect(await repository.status('joined step')).to.include({ done: true });
         expect((await repository.list({ prefix: 'joined ' })).length).to.equal(2);
         throw failure;

@@ -22,7 +22,12 @@ describe('sqlSource', () => {
   before(async () => {
     await db.ds.query('CREATE TABLE src (id integer PRIMARY KEY, name varchar(50), grp integer, code varchar(20) UNIQUE)');
     for (const id of ids) {
-      await db.ds.query(sql('INSERT INTO src (id, name, grp, code) VALUES (?, ?, ?, ?)'), [id, `n${id}`, id % 2, id % 3 === 0 ? null : `c${id}`]);
+      await db.ds.query(sql('INSERT INTO src (id, name, grp, code) VALUES (?, ?, ?, ?)'), [
+        id,
+        `n${id}`,
+        id % 2,
+        id % 3 === 0 ? null : `c${id}`,
+      ]);
     }
     await db.ds.query('CREATE TABLE widgets (widget_id integer PRIMARY KEY, label varchar(40) NOT NULL)');
     await db.ds.query(sql('INSERT INTO widgets (widget_id, label) VALUES (?, ?), (?, ?)'), [2, 'b', 1, 'a']);
@@ -42,12 +47,18 @@ describe('sqlSource', () => {
     const source = await sqlSource(db.ds, 'src', 'id');
     const seenCursors: Json[] = [];
     const items: Record<string, unknown>[] = [];
-    await eachBatch(db.ds, 'keyset', async (cursor, limit, tx) => {
-      seenCursors.push(cursor);
-      return source(cursor, limit, tx);
-    }, 5, (batch) => {
-      items.push(...batch);
-    });
+    await eachBatch(
+      db.ds,
+      'keyset',
+      async (cursor, limit, tx) => {
+        seenCursors.push(cursor);
+        return source(cursor, limit, tx);
+      },
+      5,
+      (batch) => {
+        items.push(...batch);
+      },
+    );
     const sorted = [...ids].sort((a, b) => a - b);
     expect(items.map((r) => Number(r.id))).to.deep.equal(sorted);
     expect(seenCursors).to.deep.equal([null, sorted[4], sorted[9], sorted[11]]);
@@ -98,7 +109,10 @@ describe('sqlSource', () => {
 
   it('never visits rows whose key is NULL', async () => {
     const items = await drain('nulls', await sqlSource(db.ds, 'src', 'code'));
-    const expected = ids.filter((id) => id % 3 !== 0).map((id) => `c${id}`).sort();
+    const expected = ids
+      .filter((id) => id % 3 !== 0)
+      .map((id) => `c${id}`)
+      .sort();
     expect(items.map((r) => r.code).sort()).to.deep.equal(expected);
     expect(items.every((r) => r.code !== null)).to.equal(true);
   });
@@ -127,7 +141,9 @@ describe('sqlSource', () => {
   });
 
   it('refuses keys that are not unique on their own with NON_UNIQUE_KEY (real catalogue)', async () => {
-    await db.ds.query('CREATE TABLE composite (a integer NOT NULL, b integer NOT NULL, c integer, d integer, e integer, f varchar(20), PRIMARY KEY (a, b))');
+    await db.ds.query(
+      'CREATE TABLE composite (a integer NOT NULL, b integer NOT NULL, c integer, d integer, e integer, f varchar(20), PRIMARY KEY (a, b))',
+    );
     await db.ds.query('CREATE UNIQUE INDEX composite_cd ON composite (c, d)');
     await db.ds.query('CREATE INDEX src_grp ON src (grp)');
     // Unique indexes that do not make their column unique, as each database can express them:
@@ -198,13 +214,25 @@ describe('sqlSource', () => {
       const cursors: Json[] = [];
       const source = await sqlSource(db.ds, 'big', 'id');
       const items: Record<string, unknown>[] = [];
-      await eachBatch(db.ds, 'big', async (cursor, limit, tx) => {
-        cursors.push(cursor);
-        return source(cursor, limit, tx);
-      }, 2, (batch) => {
-        items.push(...batch);
-      });
-      expect(items.map((r) => String(r.id))).to.deep.equal(['12', '9007199254740993', '9007199254740995', '9007199254740997', '9223372036854775807']);
+      await eachBatch(
+        db.ds,
+        'big',
+        async (cursor, limit, tx) => {
+          cursors.push(cursor);
+          return source(cursor, limit, tx);
+        },
+        2,
+        (batch) => {
+          items.push(...batch);
+        },
+      );
+      expect(items.map((r) => String(r.id))).to.deep.equal([
+        '12',
+        '9007199254740993',
+        '9007199254740995',
+        '9007199254740997',
+        '9223372036854775807',
+      ]);
       expect(cursors).to.deep.equal([null, '9007199254740993', '9007199254740997', '9223372036854775807']);
     });
   }

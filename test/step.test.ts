@@ -181,14 +181,16 @@ describe(`step (${DRIVER})`, () => {
 
     it('serialises two concurrent steps inside one caller transaction; both commit with the caller', async () => {
       const events: string[] = [];
-      const body = (label: string) => async (tx: EntityManager): Promise<Json> => {
-        events.push(`${label} start`);
-        await writeEffect(tx, label);
-        await tx.query(sql('SELECT COUNT(*) FROM step_effects WHERE label = ?'), [label]);
-        await writeEffect(tx, label);
-        events.push(`${label} end`);
-        return label;
-      };
+      const body =
+        (label: string) =>
+        async (tx: EntityManager): Promise<Json> => {
+          events.push(`${label} start`);
+          await writeEffect(tx, label);
+          await tx.query(sql('SELECT COUNT(*) FROM step_effects WHERE label = ?'), [label]);
+          await writeEffect(tx, label);
+          events.push(`${label} end`);
+          return label;
+        };
       const results = await runInTransaction(db.ds, async (tx) => {
         const both = await Promise.all([step(tx, 'sibling a', body('sibling a')), step(db.ds, 'sibling b', body('sibling b'))]);
         await writeEffect(tx, 'sibling caller');
@@ -196,8 +198,10 @@ describe(`step (${DRIVER})`, () => {
       });
       expect(results).to.deep.equal(['sibling a', 'sibling b']);
       // Serialised: each step's body finished before the other's began.
-      expect(events.indexOf('sibling a end') + 1 === events.indexOf('sibling b start') ||
-        events.indexOf('sibling b end') + 1 === events.indexOf('sibling a start')).to.equal(true, events.join(', '));
+      expect(
+        events.indexOf('sibling a end') + 1 === events.indexOf('sibling b start') ||
+          events.indexOf('sibling b end') + 1 === events.indexOf('sibling a start'),
+      ).to.equal(true, events.join(', '));
       expect((await status(db.ds, 'sibling a'))?.done).to.equal(true);
       expect((await status(db.ds, 'sibling b'))?.done).to.equal(true);
       expect(await effects('sibling a')).to.equal(2);

@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { context, metrics, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncHooksContextManager } from '@opentelemetry/context-async-hooks';
-import { AggregationTemporality, type DataPoint, type Histogram, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import {
+  AggregationTemporality,
+  type DataPoint,
+  type Histogram,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { expect } from 'chai';
 import { CheckpointManager, eachBatch, eachPartition, importAll, importFile, sqlSource, step } from '../src';
@@ -78,12 +85,14 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
       async () => tracer.startActiveSpan('handler', async (span) => span.end()),
     );
     const batches = named('checkpoint.batch');
-    expect(batches.map((span) => span.attributes)).to.deep.equal([0, 1, 2].map((index) => ({
-      'checkpoint.job': 'telemetry-job',
-      'checkpoint.index': index,
-      'checkpoint.items': index < 2 ? 2 : 1,
-      'checkpoint.outcome': 'committed',
-    })));
+    expect(batches.map((span) => span.attributes)).to.deep.equal(
+      [0, 1, 2].map((index) => ({
+        'checkpoint.job': 'telemetry-job',
+        'checkpoint.index': index,
+        'checkpoint.items': index < 2 ? 2 : 1,
+        'checkpoint.outcome': 'committed',
+      })),
+    );
     expect(batches[0].instrumentationScope.name).to.equal('typeorm-checkpoint');
     const handlers = named('handler');
     expect(handlers.map((span) => span.parentSpanContext?.spanId)).to.deep.equal(batches.map((span) => span.spanContext().spanId));
@@ -103,14 +112,15 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     const seen: unknown[][] = [];
     const times: [number, number][] = [];
     const caller = trace.getTracer('test').startSpan('caller');
-    const run = () => eachBatch(db.ds, 'telemetry-deferred', pages(3), 1, async (items) => {
-      const started = Date.now();
-      seen.push(exported());
-      // The active span takes what the handler gives it, before and after the SDK's span exists.
-      if (items[0] === 1) trace.getActiveSpan()!.setAttribute('test.before', 1).addEvent('marked').setAttribute('test.after', 2);
-      await Promise.resolve();
-      times.push([started, Date.now()]);
-    });
+    const run = () =>
+      eachBatch(db.ds, 'telemetry-deferred', pages(3), 1, async (items) => {
+        const started = Date.now();
+        seen.push(exported());
+        // The active span takes what the handler gives it, before and after the SDK's span exists.
+        if (items[0] === 1) trace.getActiveSpan()!.setAttribute('test.before', 1).addEvent('marked').setAttribute('test.after', 2);
+        await Promise.resolve();
+        times.push([started, Date.now()]);
+      });
     await context.with(trace.setSpan(context.active(), caller), run);
     caller.end();
     expect(seen).to.deep.equal([[], [], []]);
@@ -118,7 +128,9 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     expect(batches.map((span) => span.attributes['checkpoint.index'])).to.deep.equal([0, 1, 2]);
     // Siblings under the span the loop was called in.
     expect(batches.map((span) => span.parentSpanContext?.spanId)).to.deep.equal(Array(3).fill(caller.spanContext().spanId));
-    expect(batches.map((span) => [span.attributes['test.before'], span.attributes['test.after'], span.events.map((event) => event.name)])).to.deep.equal([
+    expect(
+      batches.map((span) => [span.attributes['test.before'], span.attributes['test.after'], span.events.map((event) => event.name)]),
+    ).to.deep.equal([
       [undefined, undefined, []],
       [1, 2, ['marked']],
       [undefined, undefined, []],
@@ -145,7 +157,10 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     const collected: number[] = [];
     await eachBatch(db.ds, 'telemetry-deferred-collect', pages(3), 1, async (items) => {
       if (items[0] !== 2) return;
-      collected.push(await sum('checkpoint.duration', { 'checkpoint.operation': 'batch', 'checkpoint.outcome': 'committed' }), exported().length);
+      collected.push(
+        await sum('checkpoint.duration', { 'checkpoint.operation': 'batch', 'checkpoint.outcome': 'committed' }),
+        exported().length,
+      );
     });
     expect(collected).to.deep.equal([2, 2]);
 
@@ -164,7 +179,17 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
 
   it('a failing batch: span status ERROR with the error code, a failure counted, the error unchanged', async () => {
     const boom = new Error('handler failed');
-    expect(await rejection(eachBatch(db.ds, 'telemetry-failing-job', () => ({ items: [1], next: null }), 1, () => Promise.reject(boom)))).to.equal(boom);
+    expect(
+      await rejection(
+        eachBatch(
+          db.ds,
+          'telemetry-failing-job',
+          () => ({ items: [1], next: null }),
+          1,
+          () => Promise.reject(boom),
+        ),
+      ),
+    ).to.equal(boom);
     const [span] = named('checkpoint.batch');
     expect(span.status.code).to.equal(SpanStatusCode.ERROR);
     expect(span.attributes).to.include({ 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'Error', 'checkpoint.index': 0 });
@@ -179,7 +204,14 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     expect(await step(db.ds, 'telemetry-step-ok', () => 42)).to.equal(42);
     expect(await step(db.ds, 'telemetry-step-ok', () => 43)).to.equal(42);
     const steps = named('checkpoint.step');
-    expect(steps.map((span) => [span.attributes['checkpoint.job'], span.attributes['checkpoint.outcome'], span.attributes['checkpoint.error_code'], span.attributes['checkpoint.cached']])).to.deep.equal([
+    expect(
+      steps.map((span) => [
+        span.attributes['checkpoint.job'],
+        span.attributes['checkpoint.outcome'],
+        span.attributes['checkpoint.error_code'],
+        span.attributes['checkpoint.cached'],
+      ]),
+    ).to.deep.equal([
       ['telemetry-step-throws', 'failed', 'TypeError', false],
       ['telemetry-step-date', 'failed', 'NON_SERIALIZABLE', false],
       ['telemetry-step-ok', 'ok', undefined, false],
@@ -198,7 +230,9 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     writeFileSync(file, Array.from({ length: 7 }, (_, i) => JSON.stringify({ id: `f${i}`, value: i })).join('\n'));
     await importFile(db.ds, 'telemetry-import-file', file, { size: 3 });
     const chunks = named('checkpoint.import.chunk');
-    expect(chunks.map((span) => [span.attributes['checkpoint.job'], span.attributes['checkpoint.index'], span.attributes['checkpoint.items']])).to.deep.equal([
+    expect(
+      chunks.map((span) => [span.attributes['checkpoint.job'], span.attributes['checkpoint.index'], span.attributes['checkpoint.items']]),
+    ).to.deep.equal([
       ['telemetry-import', 0, 2],
       ['telemetry-import', 2, 2],
       ['telemetry-import', 4, 1],
@@ -219,9 +253,30 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     await importFile(db.ds, 'telemetry-records', file, { into: 'telemetry_stock', invalid: 'skip', map, size: 2 });
     const chunks = named('checkpoint.import.chunk');
     expect(chunks.map((span) => span.attributes)).to.deep.equal([
-      { 'checkpoint.job': 'telemetry-records', 'checkpoint.index': 0, 'checkpoint.skipped': 0, 'checkpoint.invalid': 1, 'checkpoint.items': 1, 'checkpoint.outcome': 'committed' },
-      { 'checkpoint.job': 'telemetry-records', 'checkpoint.index': 2, 'checkpoint.skipped': 1, 'checkpoint.invalid': 0, 'checkpoint.items': 1, 'checkpoint.outcome': 'committed' },
-      { 'checkpoint.job': 'telemetry-records', 'checkpoint.index': 4, 'checkpoint.skipped': 0, 'checkpoint.invalid': 0, 'checkpoint.items': 1, 'checkpoint.outcome': 'committed' },
+      {
+        'checkpoint.job': 'telemetry-records',
+        'checkpoint.index': 0,
+        'checkpoint.skipped': 0,
+        'checkpoint.invalid': 1,
+        'checkpoint.items': 1,
+        'checkpoint.outcome': 'committed',
+      },
+      {
+        'checkpoint.job': 'telemetry-records',
+        'checkpoint.index': 2,
+        'checkpoint.skipped': 1,
+        'checkpoint.invalid': 0,
+        'checkpoint.items': 1,
+        'checkpoint.outcome': 'committed',
+      },
+      {
+        'checkpoint.job': 'telemetry-records',
+        'checkpoint.index': 4,
+        'checkpoint.skipped': 0,
+        'checkpoint.invalid': 0,
+        'checkpoint.items': 1,
+        'checkpoint.outcome': 'committed',
+      },
     ]);
     expect(await sum('checkpoint.items', { 'checkpoint.operation': 'import.chunk' })).to.equal(3);
     expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'import.chunk' })).to.equal(3);
@@ -230,19 +285,33 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     const tracer = trace.getTracer('test');
     const handled = join(dir, 'handled.ndjson');
     writeFileSync(handled, '{"n":1}\n{"n":2}\n{"n":3}\n');
-    await importFile(db.ds, 'telemetry-handler', handled, { records: true, size: 2, handler: () => tracer.startActiveSpan('handler', (span) => span.end()) });
+    await importFile(db.ds, 'telemetry-handler', handled, {
+      records: true,
+      size: 2,
+      handler: () => tracer.startActiveSpan('handler', (span) => span.end()),
+    });
     const handlerChunks = named('checkpoint.import.chunk').filter((span) => span.attributes['checkpoint.job'] === 'telemetry-handler');
-    expect(named('handler').map((span) => span.parentSpanContext?.spanId)).to.deep.equal(handlerChunks.map((span) => span.spanContext().spanId));
+    expect(named('handler').map((span) => span.parentSpanContext?.spanId)).to.deep.equal(
+      handlerChunks.map((span) => span.spanContext().spanId),
+    );
     const clash = join(dir, 'clash.csv');
     writeFileSync(clash, 'code,qty\nx,1\na,2\n');
     await expectCode(importFile(db.ds, 'telemetry-clash', clash, { into: 'telemetry_stock', size: 1 }), 'INVALID_INPUT');
     const failed = named('checkpoint.import.chunk').filter((span) => span.attributes['checkpoint.job'] === 'telemetry-clash');
-    expect(failed.map((span) => [span.attributes['checkpoint.index'], span.attributes['checkpoint.outcome'], span.attributes['checkpoint.error_code']])).to.deep.equal([
+    expect(
+      failed.map((span) => [
+        span.attributes['checkpoint.index'],
+        span.attributes['checkpoint.outcome'],
+        span.attributes['checkpoint.error_code'],
+      ]),
+    ).to.deep.equal([
       [0, 'committed', undefined],
       [1, 'failed', 'INVALID_INPUT'],
     ]);
     expect(failed[1].status.code).to.equal(SpanStatusCode.ERROR);
-    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'import.chunk', 'checkpoint.error_code': 'INVALID_INPUT' })).to.equal(1);
+    expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'import.chunk', 'checkpoint.error_code': 'INVALID_INPUT' })).to.equal(
+      1,
+    );
   });
 
   it('processFile: a checkpoint.file span (URL, type, worker, claimed, rows persisted); a failing one with its error', async () => {
@@ -252,16 +321,35 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     await rejection(manager.processFile('s3://telemetry/b.csv', 'csv', new Date(0), () => Promise.reject(new RangeError('bad row'))));
     const files = named('checkpoint.file');
     expect(files.map((span) => span.attributes)).to.deep.equal([
-      { 'checkpoint.file_url': 's3://telemetry/a.csv', 'checkpoint.file_type': 'csv', 'checkpoint.worker': 'telemetry-worker', 'checkpoint.claimed': true, 'checkpoint.items': 8, 'checkpoint.outcome': 'committed' },
-      { 'checkpoint.file_url': 's3://telemetry/a.csv', 'checkpoint.file_type': 'csv', 'checkpoint.worker': 'telemetry-worker', 'checkpoint.claimed': false, 'checkpoint.outcome': 'ok' },
-      { 'checkpoint.file_url': 's3://telemetry/b.csv', 'checkpoint.file_type': 'csv', 'checkpoint.worker': 'telemetry-worker', 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'RangeError' },
+      {
+        'checkpoint.file_url': 's3://telemetry/a.csv',
+        'checkpoint.file_type': 'csv',
+        'checkpoint.worker': 'telemetry-worker',
+        'checkpoint.claimed': true,
+        'checkpoint.items': 8,
+        'checkpoint.outcome': 'committed',
+      },
+      {
+        'checkpoint.file_url': 's3://telemetry/a.csv',
+        'checkpoint.file_type': 'csv',
+        'checkpoint.worker': 'telemetry-worker',
+        'checkpoint.claimed': false,
+        'checkpoint.outcome': 'ok',
+      },
+      {
+        'checkpoint.file_url': 's3://telemetry/b.csv',
+        'checkpoint.file_type': 'csv',
+        'checkpoint.worker': 'telemetry-worker',
+        'checkpoint.outcome': 'failed',
+        'checkpoint.error_code': 'RangeError',
+      },
     ]);
     expect(await sum('checkpoint.items', { 'checkpoint.operation': 'file' })).to.equal(8);
     expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'file', 'checkpoint.error_code': 'RangeError' })).to.equal(1);
     expect(await sum('checkpoint.batches', { 'checkpoint.operation': 'file' })).to.equal(0);
   });
 
-  it('work(): a checkpoint.file span per file, the handler inside it; with commitEvery, spans end with their chunk and a rolled-back chunk\'s files run again in spans of their own', async () => {
+  it("work(): a checkpoint.file span per file, the handler inside it; with commitEvery, spans end with their chunk and a rolled-back chunk's files run again in spans of their own", async () => {
     const manager = new CheckpointManager(db.ds, { workerId: 'telemetry-work', maxRetries: 0 });
     const urls = ['s3://telemetry-work/a.csv', 's3://telemetry-work/b.csv', 's3://telemetry-work/c-bad.csv'];
     await manager.register(urls.map((fileUrl) => ({ fileUrl, fileType: 'work-csv', fileTimestamp: new Date(0) })));
@@ -276,7 +364,11 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     await manager.work(handler, { drain: true, commitEvery: 3, fileType: 'work-csv' }).done;
 
     const files = named('checkpoint.file');
-    const outcomes = files.map((span) => [span.attributes['checkpoint.file_url'], span.attributes['checkpoint.outcome'], span.attributes['checkpoint.items'] ?? null]);
+    const outcomes = files.map((span) => [
+      span.attributes['checkpoint.file_url'],
+      span.attributes['checkpoint.outcome'],
+      span.attributes['checkpoint.items'] ?? null,
+    ]);
     // The chunk of three rolled back (the failing file's span failed, the others' ended 'ok'), then each file ran on its own.
     expect(outcomes.filter(([, outcome]) => outcome === 'committed')).to.have.deep.members([
       [urls[0], 'committed', 4],
@@ -292,12 +384,15 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
       expect(span.attributes).to.include({ 'checkpoint.file_type': 'work-csv', 'checkpoint.worker': 'telemetry-work' });
       if (span.attributes['checkpoint.outcome'] === 'committed') expect(span.attributes['checkpoint.claimed']).to.equal(true);
     }
-    expect(files.filter((span) => span.attributes['checkpoint.file_url'] === urls[2]).map((span) => span.attributes['checkpoint.error_code'])).to.deep.equal(['RangeError', 'RangeError']);
+    expect(
+      files.filter((span) => span.attributes['checkpoint.file_url'] === urls[2]).map((span) => span.attributes['checkpoint.error_code']),
+    ).to.deep.equal(['RangeError', 'RangeError']);
     // Every handler's span is a child of a file span of its own file.
     const byId = new Map(files.map((span) => [span.spanContext().spanId, span]));
     const handlers = named('handler');
     expect(handlers).to.have.length(6);
-    for (const span of handlers) expect(byId.get(span.parentSpanContext!.spanId)?.attributes['checkpoint.file_url']).to.equal(span.attributes.url);
+    for (const span of handlers)
+      expect(byId.get(span.parentSpanContext!.spanId)?.attributes['checkpoint.file_url']).to.equal(span.attributes.url);
     expect(await sum('checkpoint.items', { 'checkpoint.operation': 'file' })).to.equal(8);
     expect(await sum('checkpoint.failures', { 'checkpoint.operation': 'file', 'checkpoint.error_code': 'RangeError' })).to.equal(2);
   });
@@ -320,7 +415,9 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     for (const span of batches) expect(rangeIds.get(span.parentSpanContext!.spanId)).to.equal(span.attributes['checkpoint.range']);
     // Each range's batches are numbered from 0 in the order they committed.
     for (const range of [0, 1]) {
-      const indexes = batches.filter((span) => span.attributes['checkpoint.range'] === range).map((span) => span.attributes['checkpoint.index']);
+      const indexes = batches
+        .filter((span) => span.attributes['checkpoint.range'] === range)
+        .map((span) => span.attributes['checkpoint.index']);
       expect(indexes).to.deep.equal(indexes.map((_, i) => i));
     }
     expect(batches.reduce((total, span) => total + Number(span.attributes['checkpoint.items'] ?? 0), 0)).to.equal(20);
@@ -330,9 +427,15 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     expect(await sum('checkpoint.duration', { 'checkpoint.operation': 'range', 'checkpoint.outcome': 'committed' })).to.equal(2);
 
     spans.reset();
-    await rejection(eachPartition(db.ds, 'telemetry-ranges-failing', source, 3, () => Promise.reject(new RangeError('bad batch')), { partitions: 2 }));
+    await rejection(
+      eachPartition(db.ds, 'telemetry-ranges-failing', source, 3, () => Promise.reject(new RangeError('bad batch')), { partitions: 2 }),
+    );
     const [failedRange] = named('checkpoint.range');
-    expect(failedRange.attributes).to.include({ 'checkpoint.job': 'telemetry-ranges-failing', 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'RangeError' });
+    expect(failedRange.attributes).to.include({
+      'checkpoint.job': 'telemetry-ranges-failing',
+      'checkpoint.outcome': 'failed',
+      'checkpoint.error_code': 'RangeError',
+    });
     expect(failedRange.status.code).to.equal(SpanStatusCode.ERROR);
     const [failedBatch] = named('checkpoint.batch');
     expect(failedBatch.attributes).to.include({ 'checkpoint.outcome': 'failed', 'checkpoint.error_code': 'RangeError' });
@@ -342,9 +445,15 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
   it('with the API but no SDK registered, no span is started (none active inside a batch); an SDK registered later records again', async () => {
     const run = (job: string) => {
       const active: (string | undefined)[] = [];
-      return eachBatch(db.ds, job, () => ({ items: [1, 2], next: null }), 10, async () => {
-        active.push(trace.getActiveSpan()?.constructor.name);
-      }).then(() => active);
+      return eachBatch(
+        db.ds,
+        job,
+        () => ({ items: [1, 2], next: null }),
+        10,
+        async () => {
+          active.push(trace.getActiveSpan()?.constructor.name);
+        },
+      ).then(() => active);
     };
     trace.disable();
     metrics.disable();

@@ -99,7 +99,9 @@ describe(`TypeORM's migration CLI (${DRIVER})`, function () {
     // Rows written meanwhile must survive the second run of the migrations.
     await inspect(url, async (ds) => {
       await ds.query('DELETE FROM migrations');
-      await ds.query("INSERT INTO checkpoint_jobs (name, kind, done, batches, items, started_at, updated_at) VALUES ('kept', 'step', 1 = 1, 0, 0, 1, 1)");
+      await ds.query(
+        "INSERT INTO checkpoint_jobs (name, kind, done, batches, items, started_at, updated_at) VALUES ('kept', 'step', 1 = 1, 0, 0, 1, 1)",
+      );
     });
 
     await expectSuccess(typeorm(url, 'migration:run'));

@@ -66,7 +66,13 @@ const COMPLETE = `UPDATE bench_claims SET status = 'completed', records_total = 
 async function complete(dataSource: DataSource | EntityManager, url: string, token: unknown, i: number): Promise<void> {
   const stats = processStats(i);
   const [, affected] = (await dataSource.query(COMPLETE, [
-    url, token, stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, Date.now(),
+    url,
+    token,
+    stats.totalRows,
+    stats.filteredRows,
+    stats.persistedRows,
+    stats.durationMs,
+    Date.now(),
   ])) as [unknown, number];
   if (affected !== 1) throw new Error(`claim of ${url} lost`);
 }
@@ -84,7 +90,10 @@ async function sqlFileRound(dataSource: DataSource): Promise<void> {
 async function sqlQueueRound(dataSource: DataSource): Promise<void> {
   for (;;) {
     const now = Date.now();
-    const [rows] = (await dataSource.query(CLAIM_NEXT, [workerId, now, now + LEASE_MS])) as [{ file_url: string; claim_token: string }[], number];
+    const [rows] = (await dataSource.query(CLAIM_NEXT, [workerId, now, now + LEASE_MS])) as [
+      { file_url: string; claim_token: string }[],
+      number,
+    ];
     if (rows.length === 0) return;
     const i = indexOf(rows[0].file_url);
     await complete(dataSource, rows[0].file_url, rows[0].claim_token, i);
@@ -100,7 +109,10 @@ const CLAIM_TEN = `UPDATE bench_claims f SET status = 'processing', claim_token 
 async function sqlNextTxRound(dataSource: DataSource): Promise<void> {
   for (;;) {
     const now = Date.now();
-    const [rows] = (await dataSource.query(CLAIM_TEN, [workerId, now, now + LEASE_MS])) as [{ file_url: string; claim_token: string }[], number];
+    const [rows] = (await dataSource.query(CLAIM_TEN, [workerId, now, now + LEASE_MS])) as [
+      { file_url: string; claim_token: string }[],
+      number,
+    ];
     if (rows.length === 0) return;
     for (const row of rows) {
       const i = indexOf(row.file_url);

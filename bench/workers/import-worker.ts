@@ -38,16 +38,22 @@ export interface ImportCpu {
 const cpuMs = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000;
 
 async function libraryImport(): Promise<{ rows: number; ms: number; cpu: ImportCpu }> {
-  const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(target), entities: checkpointEntities, migrations: checkpointMigrations });
+  const dataSource = new DataSource({
+    ...dataSourceOptionsFromUrl(target),
+    entities: checkpointEntities,
+    migrations: checkpointMigrations,
+  });
   await dataSource.initialize();
   try {
     // Every client backend of the database, the one this query runs on included (the import's, later).
     const backends = async () =>
       dataSource.options.type === 'postgres'
         ? cpuOf(
-            ((await dataSource.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'")) as { pid: number }[]).map(
-              (row) => Number(row.pid),
-            ),
+            (
+              (await dataSource.query(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'",
+              )) as { pid: number }[]
+            ).map((row) => Number(row.pid)),
           )
         : null;
     const serverBefore = await backends();
@@ -63,7 +69,11 @@ async function libraryImport(): Promise<{ rows: number; ms: number; cpu: ImportC
     if (!outcome.done || firstCommit === null) throw new Error('import did not finish');
     const serverAfter = serverBefore && (await backends());
     const { ms: firstCommitMs, cpu: nodeFirstCommitMs, rows: firstCommitRows } = firstCommit;
-    return { rows: outcome.rows, ms, cpu: { firstCommitMs, firstCommitRows, nodeFirstCommitMs, nodeMs, serverMs: serverBefore && cpuSpent(serverBefore, serverAfter!) } };
+    return {
+      rows: outcome.rows,
+      ms,
+      cpu: { firstCommitMs, firstCommitRows, nodeFirstCommitMs, nodeMs, serverMs: serverBefore && cpuSpent(serverBefore, serverAfter!) },
+    };
   } finally {
     await dataSource.destroy();
   }

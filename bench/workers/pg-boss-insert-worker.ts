@@ -17,14 +17,24 @@ async function round(boss: PgBoss, pool: Pool): Promise<void> {
       await pool.query('INSERT INTO bench_rows (file_index, worker) VALUES ($1, $2)', [job.data.i, workerId]);
       emit(`ok ${job.data.i}`);
     }
-    await boss.complete(QUEUE, jobs.map((job) => job.id));
+    await boss.complete(
+      QUEUE,
+      jobs.map((job) => job.id),
+    );
   }
 }
 
 async function main(): Promise<void> {
   // Idle connections close after a second (pg-boss hands its options to pg's Pool), as the library's workers' do.
   const idle = { idleTimeoutMillis: 1000 };
-  const boss = new PgBoss({ connectionString: url, supervise: false, schedule: false, migrate: false, max: 2, ...idle } as PgBoss.ConstructorOptions);
+  const boss = new PgBoss({
+    connectionString: url,
+    supervise: false,
+    schedule: false,
+    migrate: false,
+    max: 2,
+    ...idle,
+  } as PgBoss.ConstructorOptions);
   boss.on('error', (error) => console.error(error));
   await boss.start();
   const pool = new Pool({ connectionString: url, max: 1, ...idle });

@@ -12,7 +12,10 @@ async function round(boss: PgBoss): Promise<void> {
     const jobs = await boss.fetch<{ i: number }>(QUEUE, { batchSize });
     if (jobs.length === 0) return;
     for (const job of jobs) emit(`ok ${job.data.i}`);
-    await boss.complete(QUEUE, jobs.map((job) => job.id));
+    await boss.complete(
+      QUEUE,
+      jobs.map((job) => job.id),
+    );
   }
 }
 

@@ -44,7 +44,9 @@ class NoopMetricExporter implements PushMetricExporter {
 /** Registers the SDK; returns its shutdown. */
 function registerSdk(): () => Promise<void> {
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(new NoopSpanExporter())] });
-  const meterProvider = new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter: new NoopMetricExporter(), exportIntervalMillis: 1000 })] });
+  const meterProvider = new MeterProvider({
+    readers: [new PeriodicExportingMetricReader({ exporter: new NoopMetricExporter(), exportIntervalMillis: 1000 })],
+  });
   // Spans are active across awaits, as with the context manager the Node SDK sets up.
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   trace.setGlobalTracerProvider(tracerProvider);

@@ -27,7 +27,11 @@ async function handle(file: FileCheckpoint, tx: EntityManager | undefined) {
 
 async function main(): Promise<void> {
   // Idle connections close after a second: every pool of the bench stays up between its rounds, under max_connections.
-  const dataSource = new DataSource({ ...dataSourceOptionsFromUrl(url), entities: checkpointEntities, extra: { idleTimeoutMillis: IDLE_MS } });
+  const dataSource = new DataSource({
+    ...dataSourceOptionsFromUrl(url),
+    entities: checkpointEntities,
+    extra: { idleTimeoutMillis: IDLE_MS },
+  });
   await dataSource.initialize();
   const manager = new CheckpointManager(dataSource, { workerId });
   if (mode === 'wake') {
@@ -53,7 +57,7 @@ async function main(): Promise<void> {
     if (mode === 'work') await manager.work(handle, { drain: true }).done;
     else if (mode === 'work-chunk') await manager.work(handle, { drain: true, commitEvery: 10 }).done;
     else if (mode === 'hand-loop') {
-      for (let batch; (batch = await manager.claimNext(10)).length > 0; ) {
+      for (let batch; (batch = await manager.claimNext(10)).length > 0;) {
         for (const file of batch) await manager.processFile(file.fileUrl, file.fileType, file.fileTimestamp, (tx) => handle(file, tx));
       }
     } else throw new Error(`unknown mode ${mode}`);

@@ -17,7 +17,8 @@ function importRequest(body: unknown): ImportRequest {
   const { batch, path, format, size } = (body ?? {}) as Record<string, unknown>;
   if (typeof batch !== 'string' || batch === '') throw new BadRequest('batch must be a non-empty string');
   if (typeof path !== 'string' || path === '') throw new BadRequest('path must be a non-empty string (a file on the server)');
-  if (format !== undefined && (typeof format !== 'string' || !FORMATS.has(format))) throw new BadRequest('format must be json, ndjson or csv');
+  if (format !== undefined && (typeof format !== 'string' || !FORMATS.has(format)))
+    throw new BadRequest('format must be json, ndjson or csv');
   if (size !== undefined && (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1)) {
     throw new BadRequest('size must be a positive integer');
   }
@@ -37,7 +38,10 @@ export function createApp(dataSource: DataSource, options: AppOptions = {}): Exp
   app.post('/imports', async (req: Request, res: Response) => {
     const request = importRequest(req.body);
     runs.start(request);
-    res.status(202).location(`/imports/${encodeURIComponent(request.batch)}`).json(await runs.report(request.batch));
+    res
+      .status(202)
+      .location(`/imports/${encodeURIComponent(request.batch)}`)
+      .json(await runs.report(request.batch));
   });
 
   app.get('/imports/:batch', async (req: Request<{ batch: string }>, res: Response) => {
@@ -53,7 +57,9 @@ export function createApp(dataSource: DataSource, options: AppOptions = {}): Exp
       res.status(400).json({ code: 'INVALID_ARGUMENT', message: (error as Error).message });
       return;
     }
-    res.status(500).json({ code: (error as { code?: string }).code ?? 'INTERNAL', message: error instanceof Error ? error.message : String(error) });
+    res
+      .status(500)
+      .json({ code: (error as { code?: string }).code ?? 'INTERNAL', message: error instanceof Error ? error.message : String(error) });
   });
   return app;
 }

@@ -4,16 +4,17 @@ import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Db, dataSourceOf } from '../core/transaction';
 import { traced } from '../core/telemetry';
+import { checkCount, checkFile, checkFileType, checkFileUrl, checkMaxRetries, checkStats, checkWorkerId } from './claim-arguments';
 import {
-  checkCount,
-  checkFile,
-  checkFileType,
-  checkFileUrl,
-  checkMaxRetries,
-  checkStats,
-  checkWorkerId,
-} from './claim-arguments';
-import { type Claimant, claimLost, type ClaimStore, type ClaimSummary, type FileRef, type ProcessingStats } from './claim-store';
+  type Claimant,
+  claimLost,
+  type ClaimStore,
+  type ClaimSummary,
+  EVERY_TYPE,
+  type FileRef,
+  type FileTypeOptions,
+  type ProcessingStats,
+} from './claim-store';
 import { DatabaseClaimStore } from './database-claim-store';
 import { memoryClaimStore } from './memory-claim-store';
 import { type FileHandler, type HandlerStats, startWorker, type Worker, type WorkOptions } from './worker';
@@ -21,18 +22,36 @@ import { type FileHandler, type HandlerStats, startWorker, type Worker, type Wor
 /** Where claims live: a `Db`, a getter for one, or `null` for the process-wide in-memory store. */
 export type ClaimDb = Db | (() => Db | null) | null;
 
+/** Options of a {@link CheckpointManager}. */
 export interface CheckpointManagerOptions {
-  /** Informational (stored as `processed_by`); the claim token is what fences. */
+  /** Informational (stored as `processed_by`); the claim token is what fences. Default: `worker_<time>_<random hex>`. */
   workerId?: string;
   /** Re-claims allowed after the first attempt, stored on rows this manager creates (default 3). */
   maxRetries?: number;
-  /** How long a claim lasts without a heartbeat before another worker may take it (default 5 min). */
+  /** How long a claim lasts without a heartbeat before another worker may take it, in milliseconds (default 300000: 5 minutes). */
   leaseMs?: number;
 }
 
 export type { HandlerStats } from './worker';
 
-export type ProcessFileResult = { claimed: true; stats: ProcessingStats } | { claimed: false; stats: null };
+/**
+ * What {@link CheckpointManager.processFile} returns: the stored statistics when this call claimed and
+ * completed the file; `claimed: false` (the handler did not run) when the file was completed, held
+ * under a live lease, or out of retries.
+ */
+export type ProcessFileResult =
+  | {
+      /** This call claimed the file and completed it. */
+      claimed: true;
+      /** The statistics stored with the completion. */
+      stats: ProcessingStats;
+    }
+  | {
+      /** The file was not claimable: completed, held under a live lease, or out of retries. */
+      claimed: false;
+      /** No statistics: the handler did not run. */
+      stats: null;
+    };
 
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES } from './lease-rules';
 
@@ -43,10 +62,19 @@ function storableMessage(message: string): string {
   return message.replace(/\0/g, '\uFFFD');
 }
 
+/** `options.fileType` of pause/resume, checked; undefined: every type. */
+function fileTypeOf(options: FileTypeOptions, where: string): string | undefined {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError(`${where}: options must be an object.`);
+  if (options.fileType !== undefined) checkFileType(options.fileType);
+  return options.fileType;
+}
+
 /**
  * Claims files (by URL) for one worker so that each file is processed exactly once across all
  * workers sharing the store, with retries, leases, fencing tokens and dead letters. A thin shell:
- * it validates arguments, keeps the tokens this instance holds, and delegates to a `ClaimStore`.
+ * it validates arguments (else `INVALID_ARGUMENT`), keeps the tokens this instance holds, and
+ * delegates to the store. A write under a claim another worker has taken over throws `CLAIM_LOST`;
+ * a failing database store throws `STORE_UNAVAILABLE`, never falling back to memory.
  */
 export class CheckpointManager {
   private readonly claimant: Claimant;
@@ -70,6 +98,7 @@ export class CheckpointManager {
     this.claimant = { workerId, maxRetries, leaseMs };
   }
 
+  /** This manager's worker id (the option, or the one generated). */
   getWorkerId(): string {
     return this.claimant.workerId;
   }
@@ -143,6 +172,7 @@ export class CheckpointManager {
     if (releases) this.held.delete(fileUrl);
   }
 
+  /** True if the file is completed (in the store this call resolves to). */
   async isProcessed(fileUrl: string): Promise<boolean> {
     checkFileUrl(fileUrl);
     return this.resolve().store.isCompleted(fileUrl);
@@ -230,7 +260,7 @@ export class CheckpointManager {
     return this.resolve().store.deadLetters(Date.now());
   }
 
-  /** Makes a failed or dead-letter file pending again with a fresh retry budget; false otherwise. */
+  /** Makes a failed, dead-letter or cancelled file pending again with a fresh retry budget; false otherwise. */
   async requeue(fileUrl: string): Promise<boolean> {
     checkFileUrl(fileUrl);
     return this.resolve().store.requeue(fileUrl, Date.now());
@@ -245,8 +275,35 @@ export class CheckpointManager {
     return startWorker({ claimant: this.claimant, store: () => this.resolve().store }, handler, options);
   }
 
+  /**
+   * Pauses a file type (`{ fileType }`), or every type (no `fileType`): `claimNext` and `work()`
+   * claim no file of it until `resume`; files in flight finish. True when it was not paused before.
+   */
+  async pause(options: FileTypeOptions = {}): Promise<boolean> {
+    return this.resolve().store.pause(fileTypeOf(options, 'pause') ?? EVERY_TYPE, Date.now());
+  }
+
+  /**
+   * Resumes a paused file type (`{ fileType }`), or, with no `fileType`, every paused type (whether
+   * paused one by one or all at once). True when something was paused; false changes nothing.
+   */
+  async resume(options: FileTypeOptions = {}): Promise<boolean> {
+    return this.resolve().store.resume(fileTypeOf(options, 'resume'));
+  }
+
+  /**
+   * Cancels a file: a pending or failed one is never claimed again (until `requeue`); a processing
+   * one's handler sees `ctx.signal` abort when its worker learns of it (at the latest at its next
+   * heartbeat), and its completion is refused, its writes rolled back. False when the file is
+   * unknown, completed or cancelled already.
+   */
+  async cancel(fileUrl: string): Promise<boolean> {
+    checkFileUrl(fileUrl);
+    return this.resolve().store.cancel(fileUrl);
+  }
+
+  /** Counts of every file in the store by status, with the completed files' statistics and the paused types. */
   async summary(): Promise<ClaimSummary> {
     return this.resolve().store.summary(Date.now());
   }
 }
-

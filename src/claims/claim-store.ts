@@ -5,30 +5,84 @@ import type { TransactionLane } from '../core/transaction-lane';
 
 /** What a worker reports when it finishes a file. */
 export interface ProcessingStats {
+  /** Records read from the file (stored as `recordsTotal`). */
   totalRows: number;
+  /** Records filtered out (stored as `recordsFiltered`). */
   filteredRows: number;
+  /** Records persisted (stored as `recordsPersisted`). */
   persistedRows: number;
+  /** How long processing took, in milliseconds (stored as `processingTimeMs`). */
   durationMs: number;
 }
 
 /** A file to queue (`register`) or claim. */
 export interface FileRef {
+  /** The file's URL, its identity (never a local path). */
   fileUrl: string;
+  /** The caller's category for the file, used to filter claims. */
   fileType: string;
+  /** The file's own timestamp (stored; it does not set the claim order). */
   fileTimestamp: Date;
 }
 
 /** Counts by status (`failed` includes the dead letters) and the completed files' statistics. */
 export interface ClaimSummary {
+  /** Files waiting for a claim. */
   pending: number;
+  /** Files claimed and not yet finished. */
   processing: number;
+  /** Files completed. */
   completed: number;
+  /** Files whose latest attempt failed, dead letters included. */
   failed: number;
+  /** Files cancelled (`cancel`): never claimed again until `requeue`. */
+  cancelled: number;
+  /** Files with no retries left (failed, or a lease that expired on the last attempt). */
   deadLetters: number;
+  /** Sum of every file's `recordsTotal` (set when a file completes). */
   recordsTotal: number;
+  /** Sum of every file's `recordsFiltered`. */
   recordsFiltered: number;
+  /** Sum of every file's `recordsPersisted`. */
   recordsPersisted: number;
+  /** Sum of every file's `processingTimeMs`, in milliseconds. */
   processingTimeMs: number;
+  /** The paused file types, sorted (`'*'`: every type is paused); empty when nothing is paused. */
+  pausedTypes: string[];
+}
+
+/** A summary with every count at 0, for a store to add its files to. */
+export function emptySummary(pausedTypes: string[]): ClaimSummary {
+  return {
+    pending: 0,
+    processing: 0,
+    completed: 0,
+    failed: 0,
+    cancelled: 0,
+    deadLetters: 0,
+    recordsTotal: 0,
+    recordsFiltered: 0,
+    recordsPersisted: 0,
+    processingTimeMs: 0,
+    pausedTypes,
+  };
+}
+
+/** The file type `pause()` without a type stores: every type is paused. */
+export const EVERY_TYPE = '*';
+
+/** Which file type `pause` and `resume` apply to. */
+export interface FileTypeOptions {
+  /** One file type; omitted: every type (stored as `'*'`). */
+  fileType?: string;
+}
+
+/** What a heartbeat of several claims found: the claims still held, and those cancelled meanwhile. */
+export interface HeartbeatOutcome {
+  /** URLs whose claim is held (lease extended). */
+  kept: Set<string>;
+  /** URLs cancelled (`cancel`) while this claim held them: their completion will be refused. */
+  cancelled: Set<string>;
 }
 
 /** A claim a worker holds: the file and the token its claim returned. */
@@ -115,16 +169,28 @@ export interface ClaimStore {
    */
   subscribe?(wake: () => void, onError: (error: unknown) => void): Subscription | undefined;
   heartbeat(fileUrl: string, token: number, leaseExpiresAt: number): Promise<boolean>;
-  /** Extends the leases of several claims in one statement where it can; returns the URLs whose claim is still held. */
-  heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<Set<string>>;
+  /**
+   * Extends the leases of several claims in one statement where it can; returns the URLs whose
+   * claim is still held, and, from the same statement, those cancelled while held.
+   */
+  heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<HeartbeatOutcome>;
   isCompleted(fileUrl: string): Promise<boolean>;
   get(fileUrl: string, now: number): Promise<FileCheckpoint | null>;
   /** Inserts pending rows for files not yet known; returns how many it inserted. */
   register(files: FileRef[], maxRetries: number, now: number): Promise<number>;
   deadLetters(now: number): Promise<FileCheckpoint[]>;
-  /** Makes a failed file (dead letter or not) pending again with a fresh retry budget. */
+  /** Makes a failed (dead letter or not) or cancelled file pending again with a fresh retry budget. */
   requeue(fileUrl: string, now: number): Promise<boolean>;
   summary(now: number): Promise<ClaimSummary>;
+  /** Pauses `fileType` (`'*'`: every type); false when it was paused already. */
+  pause(fileType: string, now: number): Promise<boolean>;
+  /** Resumes `fileType`, or with undefined every paused type; false when nothing was paused. */
+  resume(fileType: string | undefined): Promise<boolean>;
+  /**
+   * Cancels a pending, failed or processing file (its completion is then refused); false when it is
+   * unknown, completed or cancelled already.
+   */
+  cancel(fileUrl: string): Promise<boolean>;
 }
 
 export { LEASE_EXPIRED } from './lease-rules';

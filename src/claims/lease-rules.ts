@@ -71,20 +71,23 @@ export function deadCondition(column: ColumnRef): string {
 export function keepLeased(leaseMs: number, beat: () => Promise<boolean>): { stop(): { lost: boolean; error: unknown } } {
   const outcome: { lost: boolean; error: unknown } = { lost: false, error: undefined };
   let inFlight = false;
-  const timer = setInterval(() => {
-    if (inFlight || outcome.lost) return;
-    inFlight = true;
-    beat().then(
-      (held) => {
-        inFlight = false;
-        if (!held) outcome.lost = true;
-      },
-      (error: unknown) => {
-        inFlight = false;
-        outcome.error = error;
-      },
-    );
-  }, Math.max(1, Math.floor(leaseMs / 3)));
+  const timer = setInterval(
+    () => {
+      if (inFlight || outcome.lost) return;
+      inFlight = true;
+      beat().then(
+        (held) => {
+          inFlight = false;
+          if (!held) outcome.lost = true;
+        },
+        (error: unknown) => {
+          inFlight = false;
+          outcome.error = error;
+        },
+      );
+    },
+    Math.max(1, Math.floor(leaseMs / 3)),
+  );
   timer.unref();
   return {
     stop() {

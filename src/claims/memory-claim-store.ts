@@ -2,9 +2,12 @@ import type { FileCheckpoint, FileStatus } from '../../entities/FileCheckpoint';
 import {
   type Claimant,
   claimLost,
+  EVERY_TYPE,
   type ClaimStore,
   type ClaimSummary,
+  emptySummary,
   type FileRef,
+  type HeartbeatOutcome,
   type HeldClaim,
   LEASE_EXPIRED,
   type ProcessingStats,
@@ -98,6 +101,8 @@ function compareQueueOrder(a: MemoryRow, b: MemoryRow): number {
  */
 class MemoryClaimStore implements ClaimStore {
   private readonly rows = new Map<string, MemoryRow>();
+  /** The paused file types (`'*'`: every type), with when they were paused. */
+  private readonly paused = new Map<string, number>();
   /** The in-process counterpart of PostgreSQL's NOTIFY: idle workers of this store wake at once. */
   private readonly wakers = new Set<() => void>();
 
@@ -136,10 +141,14 @@ class MemoryClaimStore implements ClaimStore {
     return row.claimToken;
   }
 
+  private isPaused(fileType: string): boolean {
+    return this.paused.has(EVERY_TYPE) || this.paused.has(fileType);
+  }
+
   async claimNext(limit: number, fileType: string | undefined, claimant: Claimant, now: number): Promise<FileCheckpoint[]> {
     this.expireAll(now);
     const picked = [...this.rows.values()]
-      .filter((row) => isClaimable(row, now) && (fileType === undefined || row.fileType === fileType))
+      .filter((row) => isClaimable(row, now) && (fileType === undefined || row.fileType === fileType) && !this.isPaused(row.fileType))
       .sort(compareQueueOrder)
       .slice(0, limit);
     for (const row of picked) this.take(row, claimant, now);
@@ -159,11 +168,7 @@ class MemoryClaimStore implements ClaimStore {
     return true;
   }
 
-  async completeWith(
-    fileUrl: string,
-    token: number,
-    work: (tx: undefined) => Promise<ProcessingStats>,
-  ): Promise<ProcessingStats> {
+  async completeWith(fileUrl: string, token: number, work: (tx: undefined) => Promise<ProcessingStats>): Promise<ProcessingStats> {
     const stats = await work(undefined);
     if (!(await this.complete(fileUrl, token, stats, Date.now()))) throw claimLost(fileUrl, 'complete');
     return stats;
@@ -218,10 +223,14 @@ class MemoryClaimStore implements ClaimStore {
     return true;
   }
 
-  async heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<Set<string>> {
-    const kept = new Set<string>();
-    for (const { fileUrl, token } of files) if (await this.heartbeat(fileUrl, token, leaseExpiresAt)) kept.add(fileUrl);
-    return kept;
+  async heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<HeartbeatOutcome> {
+    const outcome: HeartbeatOutcome = { kept: new Set(), cancelled: new Set() };
+    for (const { fileUrl, token } of files) {
+      if (await this.heartbeat(fileUrl, token, leaseExpiresAt)) outcome.kept.add(fileUrl);
+      else if (this.rows.get(fileUrl)?.status === 'cancelled' && this.rows.get(fileUrl)?.claimToken === token)
+        outcome.cancelled.add(fileUrl);
+    }
+    return outcome;
   }
 
   async isCompleted(fileUrl: string): Promise<boolean> {
@@ -258,7 +267,7 @@ class MemoryClaimStore implements ClaimStore {
     const row = this.rows.get(fileUrl);
     if (!row) return false;
     expireLastAttempt(row, now);
-    if (row.status !== 'failed') return false;
+    if (row.status !== 'failed' && row.status !== 'cancelled') return false;
     row.status = 'pending';
     row.retryCount = 0;
     row.errorMessage = null;
@@ -269,10 +278,7 @@ class MemoryClaimStore implements ClaimStore {
 
   async summary(now: number): Promise<ClaimSummary> {
     this.expireAll(now);
-    const summary: ClaimSummary = {
-      pending: 0, processing: 0, completed: 0, failed: 0, deadLetters: 0,
-      recordsTotal: 0, recordsFiltered: 0, recordsPersisted: 0, processingTimeMs: 0,
-    };
+    const summary = emptySummary([...this.paused.keys()].sort());
     for (const row of this.rows.values()) {
       summary[row.status] += 1;
       if (isDeadLetter(row)) summary.deadLetters += 1;
@@ -282,6 +288,29 @@ class MemoryClaimStore implements ClaimStore {
       summary.processingTimeMs += row.processingTimeMs;
     }
     return summary;
+  }
+
+  async pause(fileType: string, now: number): Promise<boolean> {
+    if (this.paused.has(fileType)) return false;
+    this.paused.set(fileType, now);
+    return true;
+  }
+
+  async resume(fileType: string | undefined): Promise<boolean> {
+    const changed = fileType === undefined ? this.paused.size > 0 : this.paused.has(fileType);
+    if (fileType === undefined) this.paused.clear();
+    else this.paused.delete(fileType);
+    if (changed) this.wakeAll();
+    return changed;
+  }
+
+  async cancel(fileUrl: string): Promise<boolean> {
+    const row = this.rows.get(fileUrl);
+    if (!row || (row.status !== 'pending' && row.status !== 'failed' && row.status !== 'processing')) return false;
+    // The token stays: the worker holding the claim sees it cancelled at its heartbeat, and its completion is refused.
+    row.status = 'cancelled';
+    row.leaseExpiresAt = null;
+    return true;
   }
 }
 

@@ -8,19 +8,37 @@ import { checkCount, checkFileType, checkStats } from './claim-arguments';
 import type { Claimant, ClaimStore, HeldClaim, NextClaim, ProcessingStats, Subscription } from './claim-store';
 
 /** What a handler returns; without `durationMs` the measured duration is stored. */
-export type HandlerStats = Omit<ProcessingStats, 'durationMs'> & { durationMs?: number };
+export type HandlerStats = Omit<ProcessingStats, 'durationMs'> & {
+  /** Processing time in milliseconds; default: the time the handler took. */
+  durationMs?: number;
+};
+
+/** What a {@link FileHandler} gets besides the file and its transaction. */
+export interface FileHandlerContext {
+  /**
+   * Aborts when the file is cancelled (`CheckpointManager.cancel`) while the handler runs, as soon
+   * as the worker learns of it — at the latest at its next heartbeat. The completion is then
+   * refused and the handler's writes roll back, whether it returns or throws.
+   */
+  signal: AbortSignal;
+}
 
 /** Processes one claimed file; writes through `tx` commit with the file's fenced completion. */
-export type FileHandler = (file: FileCheckpoint, tx: EntityManager | undefined) => Promise<HandlerStats> | HandlerStats;
+export type FileHandler = (
+  file: FileCheckpoint,
+  tx: EntityManager | undefined,
+  ctx: FileHandlerContext,
+) => Promise<HandlerStats> | HandlerStats;
 
+/** Options of {@link CheckpointManager.work}. */
 export interface WorkOptions {
   /** Files in flight in this process (default 1). */
   concurrency?: number;
-  /** Files claimed per claimNext (default 10). */
+  /** Files claimed per `claimNext` (default 10). */
   batchSize?: number;
   /** Files committed per transaction (default 1): see "Chunked commits" in the README. */
   commitEvery?: number;
-  /** Only files of this type. */
+  /** Only files of this type. Default: any type. */
   fileType?: string;
   /** Idle poll interval (default 1000 ms), jittered by ±20 % so idle workers do not poll in step. */
   pollMs?: number;
@@ -34,16 +52,21 @@ export interface WorkOptions {
   onProgress?(progress: Progress): void;
 }
 
+/** What a {@link Worker} did, from its start until it stopped. */
 export interface WorkerSummary {
   /** Files completed by this worker. */
   processed: number;
   /** Failed attempts (the handler threw). */
   failed: number;
-  /** Completions refused with CLAIM_LOST. */
+  /** Files cancelled (`CheckpointManager.cancel`) while this worker ran them: their completion was refused. */
+  cancelled: number;
+  /** Completions refused with CLAIM_LOST (other than cancelled files). */
   claimLost: number;
+  /** Milliseconds from the worker's start until it stopped. */
   elapsedMs: number;
 }
 
+/** A running claim loop, as {@link CheckpointManager.work} returns it. */
 export interface Worker {
   /** Claims nothing more, finishes the files in flight, gives the unstarted ones back. */
   stop(): Promise<WorkerSummary>;
@@ -65,8 +88,11 @@ const DEFAULT_BATCH_SIZE = 10;
 /** A file this worker holds: claimed, then waiting its turn or running. */
 interface Held extends HeldClaim {
   file: FileCheckpoint;
-  /** Set when a heartbeat found the claim gone: a waiting file is then dropped unstarted. */
+  /** Set when a heartbeat found the claim gone (or cancelled): a waiting file is then dropped unstarted. */
   lost: boolean;
+  /** Set when a heartbeat found the file cancelled; its handler's signal aborts with it. */
+  cancelled: boolean;
+  readonly cancellation: AbortController;
 }
 
 function storableMessage(message: string): string {
@@ -86,7 +112,8 @@ function checkOptions(options: WorkOptions): Required<Pick<WorkOptions, 'concurr
   if (options.fileType !== undefined) checkFileType(options.fileType);
   if (options.drain !== undefined && typeof options.drain !== 'boolean') throw new InvalidArgumentError('work: drain must be a boolean.');
   for (const name of ['onError', 'onProgress'] as const) {
-    if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidArgumentError(`work: ${name} must be a function.`);
+    if (options[name] !== undefined && typeof options[name] !== 'function')
+      throw new InvalidArgumentError(`work: ${name} must be a function.`);
   }
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new InvalidArgumentError('work: signal must be an AbortSignal.');
@@ -108,7 +135,7 @@ export function startWorker(host: WorkerHost, handler: FileHandler, options: Wor
 class FileWorker implements Worker {
   readonly done: Promise<WorkerSummary>;
   private readonly startedAt = Date.now();
-  private readonly summary: WorkerSummary = { processed: 0, failed: 0, claimLost: 0, elapsedMs: 0 };
+  private readonly summary: WorkerSummary = { processed: 0, failed: 0, cancelled: 0, claimLost: 0, elapsedMs: 0 };
   private batches = 0;
   private stopping = false;
   /** Claimed, not started, in claim order. */
@@ -208,7 +235,10 @@ class FileWorker implements Worker {
     try {
       const store = this.host.store();
       this.claimsWithCommit = store.claimsWithCommit?.() ?? false;
-      subscription = store.subscribe?.(() => this.wake(), (error) => this.report(error));
+      subscription = store.subscribe?.(
+        () => this.wake(),
+        (error) => this.report(error),
+      );
     } catch (error) {
       this.report(error);
     }
@@ -275,7 +305,14 @@ class FileWorker implements Worker {
   /** Holds claimed files, to be started in claim order. */
   private hold(claimed: FileCheckpoint[]): void {
     for (const file of claimed) {
-      const held: Held = { fileUrl: file.fileUrl, token: file.claimToken, file, lost: false };
+      const held: Held = {
+        fileUrl: file.fileUrl,
+        token: file.claimToken,
+        file,
+        lost: false,
+        cancelled: false,
+        cancellation: new AbortController(),
+      };
       this.held.set(file.fileUrl, held);
       this.waiting.push(held);
     }
@@ -339,6 +376,12 @@ class FileWorker implements Worker {
 
   /** One file in its own transaction, under processFile's rules. */
   private async runOne(held: Held, lane: TransactionLane): Promise<void> {
+    if (held.cancelled) {
+      // Cancelled while its chunk ran (which then rolled back): it does not run again.
+      this.summary.cancelled += 1;
+      this.held.delete(held.fileUrl);
+      return;
+    }
     let store: ClaimStore;
     try {
       store = this.host.store();
@@ -355,15 +398,7 @@ class FileWorker implements Worker {
       });
       this.progress(1);
     } catch (error) {
-      if (error instanceof ClaimLostError) {
-        this.summary.claimLost += 1;
-      } else {
-        this.summary.failed += 1;
-        const message = storableMessage(error instanceof Error ? error.message : String(error));
-        // If marking the failure fails too, the lease still frees the file for another attempt.
-        await store.fail(held.fileUrl, held.token, message).catch((failure: unknown) => this.report(failure, held.file));
-      }
-      this.report(error, held.file);
+      await this.settleRefused(store, held, error);
     } finally {
       this.runningFiles -= 1;
       this.held.delete(held.fileUrl);
@@ -378,20 +413,25 @@ class FileWorker implements Worker {
     let chunked = false;
     const spans = recording() ? new ChunkSpans() : undefined;
     try {
-      await this.host.store().completeAll(files, async (tx) => {
-        const stats: ProcessingStats[] = [];
-        for (const held of files) {
-          // One handler in flight at a time: `running` counts it, not the whole chunk.
-          this.runningFiles += 1;
-          try {
-            const handle = () => this.handle(held, tx);
-            stats.push(await (spans ? spans.run(this.fileAttributes(held), handle) : handle()));
-          } finally {
-            this.runningFiles -= 1;
+      await this.host.store().completeAll(
+        files,
+        async (tx) => {
+          const stats: ProcessingStats[] = [];
+          for (const held of files) {
+            // One handler in flight at a time: `running` counts it, not the whole chunk.
+            this.runningFiles += 1;
+            try {
+              const handle = () => this.handle(held, tx);
+              stats.push(await (spans ? spans.run(this.fileAttributes(held), handle) : handle()));
+            } finally {
+              this.runningFiles -= 1;
+            }
           }
-        }
-        return stats;
-      }, lane, this.next);
+          return stats;
+        },
+        lane,
+        this.next,
+      );
       chunked = true;
       this.progress(files.length);
     } catch {
@@ -406,10 +446,51 @@ class FileWorker implements Worker {
     for (const held of files) await this.runOne(held, lane);
   }
 
+  /**
+   * Counts a file whose completion did not commit: cancelled (known from a heartbeat, or read back
+   * now — only on this rare path, never on the claim path), lost, or failed by its handler.
+   */
+  private async settleRefused(store: ClaimStore, held: Held, error: unknown): Promise<void> {
+    const cancelled = async () => held.cancelled || (await this.cancelledMeanwhile(store, held));
+    if (error instanceof ClaimLostError) {
+      if (await cancelled()) this.summary.cancelled += 1;
+      else {
+        this.summary.claimLost += 1;
+        this.report(error, held.file);
+      }
+      return;
+    }
+    const message = storableMessage(error instanceof Error ? error.message : String(error));
+    // If marking the failure fails too, the lease still frees the file for another attempt.
+    const failed = held.cancelled
+      ? false
+      : await store.fail(held.fileUrl, held.token, message).catch((failure: unknown) => {
+          this.report(failure, held.file);
+          return true;
+        });
+    if (!failed && (await cancelled())) {
+      this.summary.cancelled += 1;
+      return;
+    }
+    this.summary.failed += 1;
+    this.report(error, held.file);
+  }
+
+  /** Whether the file was cancelled under this worker's claim (its row cancelled with the token it holds). */
+  private async cancelledMeanwhile(store: ClaimStore, held: Held): Promise<boolean> {
+    try {
+      const row = await store.get(held.fileUrl, Date.now());
+      return row?.status === 'cancelled' && row.claimToken === held.token;
+    } catch (error) {
+      this.report(error, held.file);
+      return false;
+    }
+  }
+
   /** Runs the handler on one file in `tx`: its stats, with the measured duration where it gave none. */
   private async handle(held: Held, tx: EntityManager | undefined): Promise<ProcessingStats> {
     const started = Date.now();
-    return checkStats(await this.handler(held.file, tx), Date.now() - started);
+    return checkStats(await this.handler(held.file, tx, { signal: held.cancellation.signal }), Date.now() - started);
   }
 
   /** The attributes of a file's `checkpoint.file` span, as processFile's. */
@@ -425,8 +506,14 @@ class FileWorker implements Worker {
     try {
       // One statement for every file held, however many: the heartbeat's cost does not grow with concurrency.
       const beating = [...this.held.values()].filter((held) => !held.lost);
-      const kept = await this.host.store().heartbeatAll(beating, Date.now() + this.host.claimant.leaseMs);
-      for (const held of beating) if (!kept.has(held.fileUrl) && this.held.get(held.fileUrl) === held) held.lost = true;
+      const { kept, cancelled } = await this.host.store().heartbeatAll(beating, Date.now() + this.host.claimant.leaseMs);
+      for (const held of beating) {
+        if (kept.has(held.fileUrl) || this.held.get(held.fileUrl) !== held) continue;
+        held.lost = true;
+        if (!cancelled.has(held.fileUrl)) continue;
+        held.cancelled = true;
+        held.cancellation.abort();
+      }
     } catch (error) {
       failed = true;
       this.report(error);

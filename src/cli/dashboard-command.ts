@@ -25,7 +25,9 @@ export async function dashboardCommand(db: DataSource, options: DashboardCommand
   const url = `http://${address.includes(':') ? `[${address}]` : address}:${port}/`;
   const readOnly = options.readOnly === true;
   process.stdout.write(
-    json ? `${JSON.stringify({ ok: true, event: 'listening', url, readOnly })}\n` : `Dashboard on ${url}${readOnly ? ' (read-only)' : ''} — Ctrl-C stops it.\n`,
+    json
+      ? `${JSON.stringify({ ok: true, event: 'listening', url, readOnly })}\n`
+      : `Dashboard on ${url}${readOnly ? ' (read-only)' : ''} — Ctrl-C stops it.\n`,
   );
   await new Promise<void>((resolve) => {
     const stop = (): void => {

@@ -4,6 +4,7 @@ import { run } from '../core/run-statement';
 import { compareCodePoints } from '../jobs/status';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 import type { ImportRow as StoredImportRow } from '../import/import-store';
+import { controlStateOf } from '../control/job-state';
 
 /** What the CLI shows of a digest-guarded import batch (a `checkpoint_imports` row). */
 export interface ImportBatchStatus {
@@ -25,6 +26,10 @@ export interface ImportBatchStatus {
   skipped: number | null;
   chunks: number | null;
   startedAt: number | null;
+  /** `'done'` once every row is committed, else `'active'`, `'paused'` or `'cancelled'`. */
+  state: 'active' | 'paused' | 'cancelled' | 'done';
+  /** Milliseconds the import spent waiting on a `throttle`. */
+  throttledMs: number;
 }
 
 /** A `checkpoint_imports` row with its count of rejects. */
@@ -37,11 +42,24 @@ const nullableNumber = (value: number | string | null): number | null => (value 
 const IMPORTS = 'checkpoint_imports';
 const ITEMS = 'checkpoint_import_items';
 const REJECTS = 'checkpoint_import_rejects';
-const IMPORT_COLUMNS = ['id', 'digest', 'next_index', 'total_rows', 'updated_at', 'written_rows', 'skipped_rows', 'chunks', 'started_at'];
+const IMPORT_COLUMNS = [
+  'id',
+  'digest',
+  'next_index',
+  'total_rows',
+  'updated_at',
+  'written_rows',
+  'skipped_rows',
+  'chunks',
+  'started_at',
+  'state',
+  'throttled_ms',
+];
 
 function toStatus(row: ImportRow): ImportBatchStatus {
   const nextIndex = Number(row.next_index);
   const totalRows = row.total_rows === null ? null : Number(row.total_rows);
+  const done = totalRows !== null && nextIndex >= totalRows;
   return {
     batch: row.id,
     digest: row.digest,
@@ -54,6 +72,8 @@ function toStatus(row: ImportRow): ImportBatchStatus {
     skipped: nullableNumber(row.skipped_rows),
     chunks: nullableNumber(row.chunks),
     startedAt: nullableNumber(row.started_at),
+    state: done ? 'done' : controlStateOf(row.state),
+    throttledMs: Number(row.throttled_ms ?? 0),
   };
 }
 
@@ -64,9 +84,7 @@ async function selectImports(tx: EntityManager, batch?: string): Promise<ImportR
   const rejects = `(SELECT COUNT(*) FROM ${q(REJECTS)} r WHERE r.${q('batch')} = i.${q('id')}) AS ${q('rejects')}`;
   return run<ImportRow[]>(
     tx,
-    dialect.sql(
-      `SELECT ${IMPORT_COLUMNS.map((column) => `i.${q(column)}`).join(', ')}, ${rejects} FROM ${q(IMPORTS)} i${where}`,
-    ),
+    dialect.sql(`SELECT ${IMPORT_COLUMNS.map((column) => `i.${q(column)}`).join(', ')}, ${rejects} FROM ${q(IMPORTS)} i${where}`),
     batch === undefined ? [] : [batch],
     batch === undefined ? 'listing imports' : `reading import "${batch}"`,
   );

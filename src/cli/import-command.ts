@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { DataSource } from 'typeorm';
-import { CheckpointError, InvalidArgumentError } from '../core/errors';
+import { CancelledError, CheckpointError, InvalidArgumentError, PausedError } from '../core/errors';
 import { fileDigest, type ImportFileResult, type ImportFormat, importFile, replaceImport } from '../import/import-file';
 import { formatOf } from '../import/read-rows';
 import type { RecordsOptions } from '../import/records/import-records';
@@ -19,13 +19,14 @@ export interface ImportCommandOptions {
   replace?: boolean;
   /** Records mode: the table (or entity name) to import into, columns from the catalogue. */
   into?: string;
-  key?: string[];
+  key?: string[] | false;
   conflict?: 'error' | 'skip' | 'update';
   skipInvalid?: boolean;
   maxInvalid?: number;
   delimiter?: string;
   columns?: string[];
-  null?: string;
+  null?: string[];
+  create?: boolean;
   check?: boolean;
 }
 
@@ -35,7 +36,6 @@ function recordsOptions(options: ImportCommandOptions): RecordsOptions {
   const csv: CsvOptions = {
     ...(options.delimiter === undefined ? {} : { delimiter: options.delimiter }),
     ...(options.columns === undefined ? {} : { columns: options.columns }),
-    ...(options.null === undefined ? {} : { null: options.null }),
   };
   const records: RecordsOptions = {
     ...(options.key === undefined ? {} : { key: options.key }),
@@ -43,9 +43,12 @@ function recordsOptions(options: ImportCommandOptions): RecordsOptions {
     ...(options.skipInvalid ? { invalid: 'skip' as const } : {}),
     ...(options.maxInvalid === undefined ? {} : { maxInvalid: options.maxInvalid }),
     ...(Object.keys(csv).length > 0 ? { csv } : {}),
+    ...(options.null === undefined || options.null.length === 0 ? {} : { nullIf: options.null }),
+    ...(options.create ? { create: true } : {}),
   };
   if (options.into === undefined) {
-    if (Object.keys(records).length > 0) throw new InvalidArgumentError('--key, --conflict, --skip-invalid, --delimiter, --columns and --null need --into.');
+    if (Object.keys(records).length > 0)
+      throw new InvalidArgumentError('--key, --conflict, --skip-invalid, --delimiter, --columns, --null and --create need --into.');
     return {};
   }
   return { into: options.into, ...records };
@@ -55,10 +58,27 @@ function recordsOptions(options: ImportCommandOptions): RecordsOptions {
 async function checkCommand(db: DataSource, path: string, format: ImportFormat, options: ImportCommandOptions): Promise<Outcome> {
   const result = await importFile(db, options.batch, path, { format, size: options.size, check: true, ...recordsOptions(options) });
   const errors = result.errors ?? [];
-  const json = { command: 'import', check: true, file: path, format, rows: result.rows, skipped: result.skipped ?? 0, invalid: result.invalid ?? 0, errors };
+  const summary = result.summary ?? [];
+  const json = {
+    command: 'import',
+    check: true,
+    file: path,
+    format,
+    rows: result.rows,
+    skipped: result.skipped ?? 0,
+    invalid: result.invalid ?? 0,
+    summary,
+    errors,
+    ...(result.created ? { created: result.created } : {}),
+  };
+  // Grouped by field and reason: `population: "" is not an integer — 341 rows, first 899`.
   const lines = [
     `Checked ${basename(path)}: ${result.rows} valid rows, ${result.skipped ?? 0} skipped, ${result.invalid ?? 0} invalid. Nothing was written.`,
-    ...errors.map((error) => `  row ${error.index}${error.field === null ? '' : ` (${error.field})`}: ${error.reason}`),
+    ...(result.created ? [`It would create the table:`, result.created.ddl] : []),
+    ...summary.map(
+      (group) =>
+        `  ${group.field === null ? '' : `${group.field}: `}${group.reason} — ${group.rows} row${group.rows === 1 ? '' : 's'}, first ${group.firstIndex}`,
+    ),
   ];
   return success(json, lines);
 }
@@ -144,6 +164,15 @@ export async function importCommand(
   const counts = records.into === undefined ? '' : `, ${result.skipped ?? 0} skipped, ${result.invalid ?? 0} invalid`;
   if (!result.done) {
     const of = totalRows === null ? '' : ` of ${totalRows}`;
+    if (result.stopped === 'paused' || result.stopped === 'cancelled') {
+      const where = `Import batch "${batch}" is ${result.stopped}; stopped at row ${result.nextIndex}${of} (${result.rows} rows committed by this run${counts}).`;
+      const error = result.stopped === 'paused' ? new PausedError(where) : new CancelledError(where);
+      const hint =
+        result.stopped === 'paused'
+          ? `Run \`typeorm-checkpoint resume ${batch}\`, then rerun the same command to go on.`
+          : 'A cancelled batch does not run again; `reset` it (or import with --replace) to start over.';
+      return failure(error, hint, json);
+    }
     return interrupted(
       `Stopped at row ${result.nextIndex}${of} in batch "${batch}" (${result.rows} rows committed by this run${counts}). ` +
         'Rerun the same command to resume.',
@@ -151,6 +180,7 @@ export async function importCommand(
     );
   }
   const lines = [
+    ...(result.created ? ['Created the table:', result.created.ddl] : []),
     `Imported ${basename(path)} into ${records.into === undefined ? '' : `"${records.into}", `}batch "${batch}": ${result.rows} rows this run${counts}, ${result.nextIndex} source rows in total` +
       `${replaced ? ' (replaced the previous file)' : ''}.`,
     `digest ${result.digest}`,

@@ -6,11 +6,7 @@ export const EXIT_SIGINT = 130;
  * `controller` so the work stops after the chunk in flight commits; a second one exits at once
  * (the uncommitted chunk then rolls back in the database).
  */
-export async function stopOnInterrupt<T>(
-  controller: AbortController,
-  notify: (message: string) => void,
-  fn: () => Promise<T>,
-): Promise<T> {
+export async function stopOnInterrupt<T>(controller: AbortController, notify: (message: string) => void, fn: () => Promise<T>): Promise<T> {
   const onSignal = (): void => {
     if (controller.signal.aborted) process.exit(EXIT_SIGINT);
     notify('Stopping after the current chunk commits (Ctrl-C again to quit at once)...');

@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { list } from '../jobs/status';
 import { importPosition, listImportBatches } from './import-batches';
+import { progressCell } from './job-progress';
 import { type Outcome, success } from './outcome';
 import { describeRanges } from './status-command';
 import { formatTime, textTable } from './text-table';
@@ -13,20 +14,28 @@ export async function listCommand(db: DataSource): Promise<Outcome> {
     ...(jobs.length === 0
       ? ['No jobs or steps.']
       : textTable(
-          ['NAME', 'KIND', 'DONE', 'BATCHES', 'ITEMS', 'RANGES', 'UPDATED'],
+          ['NAME', 'KIND', 'DONE', 'STATE', 'BATCHES', 'ITEMS', 'PROGRESS', 'RANGES', 'UPDATED'],
           jobs.map((job) => [
-            job.name, job.kind, job.done ? 'yes' : 'no', String(job.batches), String(job.items),
-            job.partitions ? describeRanges(job.partitions) : '-', formatTime(job.updatedAt),
+            job.name,
+            job.kind,
+            job.done ? 'yes' : 'no',
+            job.state,
+            String(job.batches),
+            String(job.items),
+            progressCell(job),
+            job.partitions ? describeRanges(job.partitions) : '-',
+            formatTime(job.updatedAt),
           ]),
         )),
     '',
     ...(imports.length === 0
       ? ['No imports.']
       : textTable(
-          ['BATCH', 'DONE', 'ROWS', 'WRITTEN', 'SKIPPED', 'INVALID', 'DIGEST', 'UPDATED'],
+          ['BATCH', 'DONE', 'STATE', 'ROWS', 'WRITTEN', 'SKIPPED', 'INVALID', 'DIGEST', 'UPDATED'],
           imports.map((batch) => [
             batch.batch,
             batch.done ? 'yes' : 'no',
+            batch.state,
             importPosition(batch),
             String(batch.rows ?? '—'),
             String(batch.skipped ?? '—'),

@@ -2,16 +2,20 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError as CommanderArgumentError, Option } from 'commander';
 import type { DataSource } from 'typeorm';
+import { DEFAULT_PRUNE_KINDS } from '../control/prune';
 import { InvalidArgumentError } from '../core/errors';
+import { controlCommand } from './control-command';
 import { dashboardCommand } from './dashboard-command';
 import { EXIT_OK } from './exit-codes';
 import { filesCommand } from './files-command';
+import { filesControlCommand } from './files-control-command';
 import { importCommand, type ImportCommandOptions } from './import-command';
 import { listCommand } from './list-command';
 import { migrateCommand } from './migrate-command';
 import { databaseUrl, displayUrl, openDatabase } from './open-database';
 import { failure, type Outcome, printOutcome } from './outcome';
 import { progressMode } from './progress-reporter';
+import { parseDuration, parseKinds, pruneCommand, type PruneCommandOptions } from './prune-command';
 import { rejectsCommand } from './rejects-command';
 import { resetCommand } from './reset-command';
 import { retryDeadCommand } from './retry-dead-command';
@@ -38,6 +42,11 @@ function nonNegativeInteger(value: string): number {
   const n = Number(value);
   if (!/^[0-9]+$/.test(value) || !Number.isSafeInteger(n)) throw new CommanderArgumentError('expected a non-negative integer.');
   return n;
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
 }
 
 function names(value: string): string[] {
@@ -85,7 +94,8 @@ async function execute(
   }
 }
 
-function createProgram(done: (outcome: Outcome) => void): Command {
+/** The CLI's commander program; `done` receives each command's outcome (the doc checker parses with it too). */
+export function createProgram(done: (outcome: Outcome) => void): Command {
   const program = new Command('typeorm-checkpoint')
     .description('Crash-safe, resumable imports and checkpoint state for TypeORM applications.')
     .version(packageVersion())
@@ -105,13 +115,30 @@ function createProgram(done: (outcome: Outcome) => void): Command {
     .option('--size <n>', 'rows per chunk, one transaction each (default 1000)', positiveInteger)
     .option('--replace', 'if the batch was started with another file: delete its rows and import this file from the start')
     .option('--into <table>', 'records mode: import the records into this table (columns from the database catalogue)')
-    .option('--key <fields>', 'identity fields (comma-separated); a repeated key is an invalid row', names)
-    .addOption(new Option('--conflict <mode>', 'a row whose key exists in the table: fail, keep the old row, or overwrite it').choices(['error', 'skip', 'update']))
+    .option(
+      '--key <fields>',
+      "identity fields (comma-separated); a repeated key is an invalid row (default: the table's primary key)",
+      names,
+    )
+    .option('--no-key', 'do not check the file for repeated keys')
+    .addOption(
+      new Option('--conflict <mode>', 'a row whose key exists in the table: fail, keep the old row, or overwrite it').choices([
+        'error',
+        'skip',
+        'update',
+      ]),
+    )
     .option('--skip-invalid', 'record invalid rows as rejects and leave them out, instead of rejecting the file')
     .option('--max-invalid <n>', 'with --skip-invalid: more invalid rows than this rejects the file', nonNegativeInteger)
     .option('--delimiter <c>', 'CSV field delimiter (default ","; \\t for a tab)', oneCharacter)
     .option('--columns <names>', 'CSV column names (comma-separated) for a file without a header row', names)
-    .option('--null <text>', 'CSV text read as NULL (default: an empty unquoted field)')
+    .option(
+      '--null <text>',
+      'a text read as NULL, in CSV (quoted or not) and JSON strings; repeatable (default: an empty unquoted CSV field)',
+      collect,
+      [],
+    )
+    .option('--create', 'create the --into table when it does not exist, its column types inferred from the file (primary key: --key)')
     .option('--check', 'validate the whole file and list its invalid rows; write nothing')
     .action(async (file: string, options: ImportCommandOptions, command: Command) => {
       done(
@@ -153,6 +180,20 @@ function createProgram(done: (outcome: Outcome) => void): Command {
       done(await execute(command, true, (db) => resetCommand(db, name)));
     });
 
+  for (const [operation, description] of [
+    ['pause', 'pause a batch or partitioned job or an import batch: its loops stop after the batch in flight'],
+    ['resume', 'resume a paused job or import batch'],
+    ['cancel', 'cancel a job or import batch for good (until reset): its loops stop after the batch in flight'],
+  ] as const) {
+    program
+      .command(operation)
+      .description(description)
+      .argument('<name>', 'job or import batch')
+      .action(async (name: string, _options: unknown, command: Command) => {
+        done(await execute(command, true, (db) => controlCommand(db, operation, name)));
+      });
+  }
+
   program
     .command('retry-dead')
     .description("make a partitioned job's dead ranges claimable again, each with a fresh attempt budget")
@@ -161,11 +202,30 @@ function createProgram(done: (outcome: Outcome) => void): Command {
       done(await execute(command, true, (db) => retryDeadCommand(db, name)));
     });
 
-  program
+  const files = program
     .command('files')
-    .description('file claims summary: pending, processing, completed, failed, dead letters, totals')
+    .description('file claims summary: pending, processing, completed, failed, cancelled, dead letters, totals, paused types')
     .action(async (_options: unknown, command: Command) => {
       done(await execute(command, true, (db) => filesCommand(db)));
+    });
+  for (const [operation, description] of [
+    ['pause', 'pause a file type (default: every type): workers claim no file of it; files in flight finish'],
+    ['resume', 'resume a paused file type (default: every paused type)'],
+  ] as const) {
+    files
+      .command(operation)
+      .description(description)
+      .option('--type <type>', 'the file type (default: every type)')
+      .action(async (options: { type?: string }, command: Command) => {
+        done(await execute(command, true, (db) => filesControlCommand(db, operation, { fileType: options.type })));
+      });
+  }
+  files
+    .command('cancel')
+    .description("cancel a file: never claimed again until requeued; a running handler's signal aborts")
+    .argument('<url>', 'the file URL')
+    .action(async (fileUrl: string, _options: unknown, command: Command) => {
+      done(await execute(command, true, (db) => filesControlCommand(db, 'cancel', { fileUrl })));
     });
 
   program
@@ -176,6 +236,20 @@ function createProgram(done: (outcome: Outcome) => void): Command {
     .option('--read-only', 'no actions (requeue, reset): pages only')
     .action(async (options: { port: number; host: string; readOnly?: boolean }, command: Command) => {
       done(await execute(command, true, (db, _database, global) => dashboardCommand(db, options, global.json === true)));
+    });
+
+  program
+    .command('prune')
+    .description('delete the records of finished or cancelled jobs and imports and of completed or cancelled files, older than a duration')
+    .requiredOption('--older-than <duration>', 'what ended longer ago than this: 30d, 12h, 90m, 45s, 500ms', parseDuration)
+    .option(
+      '--kinds <kinds>',
+      `what to prune, comma-separated (default ${DEFAULT_PRUNE_KINDS.join(',')}; steps only when named)`,
+      parseKinds,
+    )
+    .option('--dry-run', 'count what would be deleted; delete nothing')
+    .action(async (options: PruneCommandOptions, command: Command) => {
+      done(await execute(command, true, (db) => pruneCommand(db, options)));
     });
 
   program

@@ -9,7 +9,10 @@ const DEFAULT_LIMIT = 100;
 /** `rejects <batch> [--limit N]`: the invalid rows a records import left out, in row order. */
 export async function rejectsCommand(db: DataSource, batch: string, limit = DEFAULT_LIMIT): Promise<Outcome> {
   const found = (await importBatchStatus(db, batch)) !== null;
-  const { total, rejects } = await transact(db, async (tx) => ({ total: await countRejects(tx, batch), rejects: await readRejects(tx, batch, limit) }));
+  const { total, rejects } = await transact(db, async (tx) => ({
+    total: await countRejects(tx, batch),
+    rejects: await readRejects(tx, batch, limit),
+  }));
   const text = !found
     ? [`No import batch "${batch}".`]
     : [

@@ -15,8 +15,5 @@ export async function resetCommand(db: DataSource, name: string): Promise<Outcom
   if (job) text.push(`Reset job "${name}" (its writes are kept).`);
   if (deletedRows !== null) text.push(`Reset import batch "${name}": deleted its checkpoint and ${deletedRows} imported rows.`);
   if (text.length === 0) text.push(`Nothing named "${name}" to reset.`);
-  return success(
-    { command: 'reset', name, job, import: deletedRows !== null, deletedRows: deletedRows ?? 0 },
-    text,
-  );
+  return success({ command: 'reset', name, job, import: deletedRows !== null, deletedRows: deletedRows ?? 0 }, text);
 }

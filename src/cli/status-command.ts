@@ -4,6 +4,7 @@ import { listPartitions } from '../jobs/partitions';
 import type { PartitionInfo } from '../jobs/partition-store';
 import { type FilesSummary, filesSummary } from './files-summary';
 import { type ImportBatchStatus, importBatchStatus, importCounts, importPosition, listImportBatches } from './import-batches';
+import { describeProgress } from './job-progress';
 import { type Outcome, success } from './outcome';
 import { formatTime, textTable } from './text-table';
 
@@ -13,32 +14,55 @@ export function describeRanges(counts: NonNullable<Status['partitions']>): strin
   return `${counts.done} done, ${counts.running} running, ${counts.pending} pending, ${counts.dead} dead of ${total} ranges`;
 }
 
+/** How a job's or import's state reads: `done`, `not done` (active), `paused`, `cancelled`. */
+export function stateText(state: Status['state']): string {
+  return state === 'active' ? 'not done' : state;
+}
+
+const throttled = (ms: number) => (ms > 0 ? `, throttled ${(ms / 1000).toFixed(1)} s` : '');
+
 function describePartitioned(job: Status, ranges: PartitionInfo[]): string[] {
   return [
-    `partitioned job "${job.name}": ${job.done ? 'done' : 'not done'}, ${job.batches} batches, ${job.items} items, ${describeRanges(job.partitions!)}`,
+    `partitioned job "${job.name}": ${stateText(job.state)}, ${job.batches} batches, ${job.items} items, ${describeRanges(job.partitions!)}`,
+    ...progressLine(job),
     `  started ${formatTime(job.startedAt)}, updated ${formatTime(job.updatedAt)}, finished ${formatTime(job.finishedAt)}`,
     ...textTable(
       ['RANGE', 'STATUS', 'LOWER', 'UPPER', 'CURSOR', 'ATTEMPTS', 'BATCHES', 'ITEMS', 'WORKER', 'UPDATED'],
       ranges.map((range) => [
-        String(range.index), range.status, JSON.stringify(range.lower), JSON.stringify(range.upper), JSON.stringify(range.cursor),
-        String(range.attempts), String(range.batches), String(range.items), range.worker ?? '-', formatTime(range.updatedAt),
+        String(range.index),
+        range.status,
+        JSON.stringify(range.lower),
+        JSON.stringify(range.upper),
+        JSON.stringify(range.cursor),
+        String(range.attempts),
+        String(range.batches),
+        String(range.items),
+        range.worker ?? '-',
+        formatTime(range.updatedAt),
       ]),
     ).map((line) => `  ${line}`),
   ];
 }
 
+/** `  progress [####----] 41% of ~24,000 items, ETA 2m05s` where the job has a total. */
+function progressLine(job: Status): string[] {
+  const progress = describeProgress(job);
+  return progress === null ? [] : [`  progress ${progress}`];
+}
+
 function describeJob(job: Status): string[] {
   return [
-    `${job.kind === 'step' ? 'step' : 'job'} "${job.name}": ${job.done ? 'done' : 'not done'}` +
-      (job.kind === 'batch' ? `, ${job.batches} batches, ${job.items} items` : ''),
+    `${job.kind === 'step' ? 'step' : 'job'} "${job.name}": ${stateText(job.state)}` +
+      (job.kind === 'batch' ? `, ${job.batches} batches, ${job.items} items${throttled(job.throttledMs)}` : ''),
     `  ${job.kind === 'batch' ? 'cursor' : 'value'} ${JSON.stringify(job.kind === 'batch' ? job.cursor : job.value)}`,
+    ...progressLine(job),
     `  started ${formatTime(job.startedAt)}, updated ${formatTime(job.updatedAt)}, finished ${formatTime(job.finishedAt)}`,
   ];
 }
 
 function describeImport(batch: ImportBatchStatus): string[] {
   return [
-    `import "${batch.batch}": ${importPosition(batch)}, ${batch.done ? 'done' : 'not done'}`,
+    `import "${batch.batch}": ${importPosition(batch)}, ${stateText(batch.state)}${throttled(batch.throttledMs)}`,
     `  ${importCounts(batch)} (rejects: ${batch.invalid}), ${batch.chunks ?? '—'} chunks`,
     `  digest ${batch.digest}`,
     `  started ${formatTime(batch.startedAt)}, updated ${formatTime(batch.updatedAt)}`,
@@ -50,10 +74,7 @@ async function statusOf(db: DataSource, name: string): Promise<Outcome> {
   const job = await status(db, name);
   const ranges = job?.kind === 'partitioned' ? await listPartitions(db, name) : undefined;
   const batch = await importBatchStatus(db, name);
-  const text = [
-    ...(job ? (ranges ? describePartitioned(job, ranges) : describeJob(job)) : []),
-    ...(batch ? describeImport(batch) : []),
-  ];
+  const text = [...(job ? (ranges ? describePartitioned(job, ranges) : describeJob(job)) : []), ...(batch ? describeImport(batch) : [])];
   if (text.length === 0) text.push(`Nothing named "${name}": no job, step or import batch.`);
   return success(
     { command: 'status', name, found: job !== null || batch !== null, job, ...(ranges ? { ranges } : {}), import: batch },
@@ -69,7 +90,8 @@ async function overallStatus(db: DataSource, database: string): Promise<Outcome>
   const batchJobs = jobs.filter((job) => job.kind === 'batch');
   const partitionedJobs = jobs.filter((job) => job.kind === 'partitioned');
   const ranges = { pending: 0, running: 0, done: 0, dead: 0 };
-  for (const job of partitionedJobs) for (const state of Object.keys(ranges) as (keyof typeof ranges)[]) ranges[state] += job.partitions![state];
+  for (const job of partitionedJobs)
+    for (const state of Object.keys(ranges) as (keyof typeof ranges)[]) ranges[state] += job.partitions![state];
   const summary = {
     jobs: {
       total: batchJobs.length,

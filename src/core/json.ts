@@ -63,7 +63,8 @@ export function decodeJson(text: string | null): Json {
 export function canonicalJson(value: unknown, what = 'The value'): string {
   // Primitives, the usual method arguments, need neither the walk nor the key-sorting replacer.
   const type = typeof value;
-  if (type === 'string' || type === 'boolean' || value === null || (type === 'number' && Number.isFinite(value))) return JSON.stringify(value);
+  if (type === 'string' || type === 'boolean' || value === null || (type === 'number' && Number.isFinite(value)))
+    return JSON.stringify(value);
   check(value, '$', new Set(), what);
   return JSON.stringify(value, (_key, item: unknown) => {
     if (item === null || typeof item !== 'object' || Array.isArray(item)) return item;

@@ -54,7 +54,9 @@ function quoteStarts(text: string, i: number, lexicon: SqlLexicon): boolean {
   if (c === '-' && text[i + 1] === '-') return true;
   if (c === '/' && text[i + 1] === '*') return true;
   // `$tag$` opens a dollar quote only where `$` cannot continue an identifier (e.g. `a$b`).
-  return lexicon.dollarQuotes && c === '$' && /^\$([A-Za-z_][A-Za-z_0-9]*)?\$/.test(text.slice(i)) && !/[A-Za-z0-9_$]/.test(text[i - 1] ?? '');
+  return (
+    lexicon.dollarQuotes && c === '$' && /^\$([A-Za-z_][A-Za-z_0-9]*)?\$/.test(text.slice(i)) && !/[A-Za-z0-9_$]/.test(text[i - 1] ?? '')
+  );
 }
 
 /**

@@ -30,6 +30,8 @@ interface Instruments {
   totals: Totals;
   failures: OpenTelemetry.Counter;
   duration: OpenTelemetry.Histogram;
+  /** `checkpoint.throttle.wait`: each wait a `throttle` asked for, as it was waited. */
+  throttleWait: OpenTelemetry.Histogram;
   /**
    * The global providers these were made from: an application may register its SDK later (the
    * global tracer provider is a proxy whose delegate is the SDK's, so the delegate is compared).
@@ -67,7 +69,8 @@ function current(): Instruments | null {
   if (otel === null) return null;
   const tracerProvider = tracerProviderOf(otel);
   const meterProvider = otel.metrics.getMeterProvider();
-  if (instruments?.tracerProvider !== tracerProvider || instruments.meterProvider !== meterProvider) instruments = create(otel, tracerProvider, meterProvider);
+  if (instruments?.tracerProvider !== tracerProvider || instruments.meterProvider !== meterProvider)
+    instruments = create(otel, tracerProvider, meterProvider);
   return instruments.active ? instruments : null;
 }
 
@@ -89,23 +92,36 @@ function totalsOf(meter: OpenTelemetry.Meter): Totals {
   let totals = meterTotals.get(meter);
   if (totals === undefined) {
     const counted: Totals = new Map();
-    const items = meter.createObservableCounter('checkpoint.items', { description: 'Items committed (batch items, import rows, file rows persisted)', unit: '{item}' });
-    const batches = meter.createObservableCounter('checkpoint.batches', { description: 'Batches and import chunks committed', unit: '{batch}' });
-    meter.addBatchObservableCallback((result) => {
-      // Durations of deferred spans are recorded when they are flushed: before this collection.
-      flushDeferredSpans();
-      for (const [operation, total] of counted) {
-        if (total.items > 0) result.observe(items, total.items, metricAttributes(operation));
-        if (total.batches > 0) result.observe(batches, total.batches, metricAttributes(operation));
-      }
-    }, [items, batches]);
+    const items = meter.createObservableCounter('checkpoint.items', {
+      description: 'Items committed (batch items, import rows, file rows persisted)',
+      unit: '{item}',
+    });
+    const batches = meter.createObservableCounter('checkpoint.batches', {
+      description: 'Batches and import chunks committed',
+      unit: '{batch}',
+    });
+    meter.addBatchObservableCallback(
+      (result) => {
+        // Durations of deferred spans are recorded when they are flushed: before this collection.
+        flushDeferredSpans();
+        for (const [operation, total] of counted) {
+          if (total.items > 0) result.observe(items, total.items, metricAttributes(operation));
+          if (total.batches > 0) result.observe(batches, total.batches, metricAttributes(operation));
+        }
+      },
+      [items, batches],
+    );
     totals = counted;
     meterTotals.set(meter, totals);
   }
   return totals;
 }
 
-function create(otel: typeof OpenTelemetry, tracerProvider: OpenTelemetry.TracerProvider, meterProvider: OpenTelemetry.MeterProvider): Instruments {
+function create(
+  otel: typeof OpenTelemetry,
+  tracerProvider: OpenTelemetry.TracerProvider,
+  meterProvider: OpenTelemetry.MeterProvider,
+): Instruments {
   noop ??= { tracerProvider: new otel.ProxyTracerProvider().getDelegate(), meter: otel.createNoopMeter() };
   const meter = meterProvider.getMeter(PACKAGE);
   return {
@@ -113,8 +129,18 @@ function create(otel: typeof OpenTelemetry, tracerProvider: OpenTelemetry.Tracer
     active: tracerProvider !== noop.tracerProvider || meter !== noop.meter,
     tracer: tracerProvider.getTracer(PACKAGE),
     totals: totalsOf(meter),
-    failures: meter.createCounter('checkpoint.failures', { description: 'Batches, chunks, steps, files and ranges that failed', unit: '{failure}' }),
-    duration: meter.createHistogram('checkpoint.duration', { description: 'Duration of batches, chunks, steps, files and ranges', unit: 'ms' }),
+    failures: meter.createCounter('checkpoint.failures', {
+      description: 'Batches, chunks, steps, files and ranges that failed',
+      unit: '{failure}',
+    }),
+    duration: meter.createHistogram('checkpoint.duration', {
+      description: 'Duration of batches, chunks, steps, files and ranges',
+      unit: 'ms',
+    }),
+    throttleWait: meter.createHistogram('checkpoint.throttle.wait', {
+      description: 'Time a batch job, partitioned job or import waited on its throttle before a batch',
+      unit: 'ms',
+    }),
     tracerProvider,
     meterProvider,
   };
@@ -137,7 +163,13 @@ function metricAttributes(operation: Operation, extra?: [name: string, value: st
 const NO_SCOPE: SpanScope = { set: () => undefined, committed: () => undefined };
 
 // Span and attribute names, made once rather than per span.
-const SPAN_NAMES: Record<Operation, string> = { batch: 'checkpoint.batch', 'import.chunk': 'checkpoint.import.chunk', step: 'checkpoint.step', file: 'checkpoint.file', range: 'checkpoint.range' };
+const SPAN_NAMES: Record<Operation, string> = {
+  batch: 'checkpoint.batch',
+  'import.chunk': 'checkpoint.import.chunk',
+  step: 'checkpoint.step',
+  file: 'checkpoint.file',
+  range: 'checkpoint.range',
+};
 const attributeNames = new Map<string, string>();
 
 /** `{ job: 'x' }` → `{ 'checkpoint.job': 'x' }`, undefined values left out. */
@@ -203,12 +235,18 @@ async function untraced<T>(fn: (scope: SpanScope) => Promise<T>): Promise<T> {
  * instrumentations nest under it), then records the metrics: duration and outcome always,
  * items/batches when committed, a failure with its error code when `fn` throws (re-raised unchanged).
  */
-export function traced<T>(operation: Operation, attributes: Record<string, AttributeValue | undefined>, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+export function traced<T>(
+  operation: Operation,
+  attributes: Record<string, AttributeValue | undefined>,
+  fn: (scope: SpanScope) => Promise<T>,
+): Promise<T> {
   const otel = current();
   if (otel === null) return untraced(fn);
   // The span's promise is returned as it is (not awaited by an async function of its own: one
   // promise and its resolution steps fewer per span).
-  return otel.tracer.startActiveSpan(SPAN_NAMES[operation], { attributes: prefixed(attributes) }, (span) => inSpan(otel, operation, span, fn));
+  return otel.tracer.startActiveSpan(SPAN_NAMES[operation], { attributes: prefixed(attributes) }, (span) =>
+    inSpan(otel, operation, span, fn),
+  );
 }
 
 /**
@@ -222,7 +260,11 @@ export class LoopSpans {
   private readonly parent = this.otel?.api.context.active();
 
   /** `traced` for one unit of the loop. */
-  traced<T>(operation: Operation, attributes: Record<string, AttributeValue | undefined>, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+  traced<T>(
+    operation: Operation,
+    attributes: Record<string, AttributeValue | undefined>,
+    fn: (scope: SpanScope) => Promise<T>,
+  ): Promise<T> {
     const { otel, parent } = this;
     if (otel === null || parent === undefined) return untraced(fn);
     const span = new DeferredSpan(otel.tracer, SPAN_NAMES[operation], parent, prefixed(attributes));
@@ -235,7 +277,12 @@ export class LoopSpans {
   }
 }
 
-async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTelemetry.Span | DeferredSpan, fn: (scope: SpanScope) => Promise<T>): Promise<T> {
+async function inSpan<T>(
+  otel: Instruments,
+  operation: Operation,
+  span: OpenTelemetry.Span | DeferredSpan,
+  fn: (scope: SpanScope) => Promise<T>,
+): Promise<T> {
   const started = performance.now();
   const state = new SpanState();
   const later = state.attributes;
@@ -274,7 +321,32 @@ async function inSpan<T>(otel: Instruments, operation: Operation, span: OpenTele
 }
 
 /** Records a span's duration in `checkpoint.duration`: a deferred span's when it is handed to the SDK, with its span. */
-function recordDuration(otel: Instruments, span: OpenTelemetry.Span | DeferredSpan, ms: number, attributes: Record<string, AttributeValue>): void {
+function recordDuration(
+  otel: Instruments,
+  span: OpenTelemetry.Span | DeferredSpan,
+  ms: number,
+  attributes: Record<string, AttributeValue>,
+): void {
   if (span instanceof DeferredSpan) span.recordDuration(otel.duration, ms, attributes);
   else otel.duration.record(ms, attributes);
+}
+
+/**
+ * A control event (`checkpoint.pause`, `checkpoint.resume`, `checkpoint.cancel`,
+ * `checkpoint.throttle`, `checkpoint.stop`) on the active span, if there is one: the operator's
+ * request, or the loop that waited or stopped.
+ */
+export function controlEvent(event: string, attributes: Record<string, AttributeValue | undefined>): void {
+  const otel = current();
+  if (otel === null) return;
+  otel.api.trace.getActiveSpan()?.addEvent(`checkpoint.${event}`, prefixed(attributes));
+}
+
+/** Records a throttle's wait in `checkpoint.throttle.wait` (and as a `checkpoint.throttle` event on the active span). */
+export function recordThrottleWait(ms: number, job: string): void {
+  const otel = current();
+  if (otel === null) return;
+  // No attributes: a job's name would make one series per job.
+  otel.throttleWait.record(ms);
+  otel.api.trace.getActiveSpan()?.addEvent('checkpoint.throttle', prefixed({ job, wait_ms: ms }));
 }

@@ -12,7 +12,12 @@ import {
 import { isRetryable, ownStatementError } from './database-errors';
 import { type Db, dataSourceOf, inOwnFrame, joinsTransaction, MAX_ATTEMPTS, prepareOnce, retryPause } from './transaction';
 
-const ISOLATION_LEVELS: readonly unknown[] = ['READ UNCOMMITTED', 'READ COMMITTED', 'REPEATABLE READ', 'SERIALIZABLE'] satisfies IsolationLevel[];
+const ISOLATION_LEVELS: readonly unknown[] = [
+  'READ UNCOMMITTED',
+  'READ COMMITTED',
+  'REPEATABLE READ',
+  'SERIALIZABLE',
+] satisfies IsolationLevel[];
 
 /** TypeORM's own bookkeeping of a runner's transaction (the same fields in 0.3 and 1.x). */
 function markTransaction(runner: QueryRunner, active: boolean): void {
@@ -34,6 +39,8 @@ export interface LaneOutcome<T> {
   held: boolean;
   /** The after-commit statement's outcome, when one was sent. */
   after?: AfterCommitOutcome;
+  /** The answer of the finals that carry a `flag` (see FinalStatement), when one did. */
+  flagged?: boolean;
 }
 
 /**
@@ -177,7 +184,12 @@ export class TransactionLane {
     this.begun = beginNext && outcome.opened;
     this.opened = this.begun;
     if (giveWay) await this.close();
-    return { result, held: true, ...(outcome.after ? { after: outcome.after } : {}) };
+    return {
+      result,
+      held: true,
+      ...(outcome.after ? { after: outcome.after } : {}),
+      ...(outcome.flagged === undefined ? {} : { flagged: outcome.flagged }),
+    };
   }
 
   /** Rolls the current transaction back and gives the runner back. */

@@ -94,10 +94,12 @@ function transactionToJoin(db: Db, dataSource: DataSource): Frame | undefined {
   return active && active.dataSource === dataSource ? active : undefined;
 }
 
+/** Sets (or, with null, clears) the DataSource {@link Checkpointed} and {@link currentManager} fall back on when nothing else gives one. */
 export function setDefaultDataSource(dataSource: DataSource | null): void {
   defaultDataSource = dataSource;
 }
 
+/** The DataSource given to {@link setDefaultDataSource}, or null. */
 export function getDefaultDataSource(): DataSource | null {
   return defaultDataSource;
 }
@@ -108,8 +110,8 @@ export function activeDataSource(): DataSource | undefined {
 }
 
 /**
- * The manager of the transaction active in this async context; outside one, `db`'s manager;
- * else the default data source's manager; else NO_DATA_SOURCE.
+ * The manager of the transaction active in this async context (of `db`'s DataSource, if given);
+ * outside one, `db`'s manager; else the default data source's manager; else throws `NO_DATA_SOURCE`.
  */
 export function currentManager(db?: Db): EntityManager {
   const active = activeFrame();
@@ -300,7 +302,12 @@ export async function inOwnFrame<T>(dataSource: DataSource, runner: QueryRunner,
   }
 }
 
-/** Runs `fn` in a transaction (joining as above) and binds `tx` to the async context. */
+/**
+ * Runs `fn` in a transaction and binds `tx` to the async context, so every call inside (and
+ * {@link currentManager}) joins it. Joins the caller's transaction with a SAVEPOINT when `db` is a
+ * transaction's manager or one of the same DataSource is active; otherwise opens and commits its own.
+ * On SQLite, run concurrent application transactions through it so they queue behind the library's.
+ */
 export async function runInTransaction<T>(db: Db, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
   if (typeof fn !== 'function') throw new InvalidArgumentError('runInTransaction(db, fn): fn must be a function.');
   return transact(db, fn);

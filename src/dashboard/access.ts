@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 
+/** What a dashboard request may do: nothing (403), read the pages, or also run actions (requeue, retry, reset). */
 export type Access = 'none' | 'read' | 'write';
 
 /**

@@ -6,6 +6,7 @@ import { validateName } from '../jobs/job-store';
 import { reset } from '../jobs/status';
 import { type Access, isSameOrigin, toAccess } from './access';
 import { DASHBOARD_CSS, DASHBOARD_ICON, DASHBOARD_JS } from './assets';
+import { controlAction, fileTypeAction, loadCancel, loadRequeueAll, renderCancel, renderRequeueAll, requeueAllDead } from './control-page';
 import { type PageContext, pageContext } from './dashboard-sql';
 import { loadFiles, renderFiles } from './files-page';
 import { type Html, html } from './html';
@@ -19,6 +20,7 @@ import { retryDeadRanges } from './partitions-hook';
 import { loadReset, renderReset } from './reset-page';
 import { loadSteps, renderSteps } from './steps-page';
 
+/** Options of {@link createDashboard}. */
 export interface DashboardOptions {
   /** No actions at all: no action controls are shown and every POST is 403. */
   readOnly?: boolean;
@@ -31,7 +33,15 @@ export interface DashboardOptions {
 }
 
 /** The request as Express/Connect give it to a mounted handler (`baseUrl`, `originalUrl`, a parsed `body` maybe). */
-export type DashboardRequest = IncomingMessage & { baseUrl?: string; originalUrl?: string; body?: unknown };
+export type DashboardRequest = IncomingMessage & {
+  /** Where Express mounted the handler. */
+  baseUrl?: string;
+  /** The full request path, before Express or Connect stripped the mount point. */
+  originalUrl?: string;
+  /** A POST form as a body parser left it, if one ran; otherwise the handler reads the stream. */
+  body?: unknown;
+};
+/** The handler {@link createDashboard} returns: `(req, res, next?)`, for Express/Connect `use` or `node:http`; `next` gets errors it cannot answer itself. */
 export type DashboardHandler = (req: DashboardRequest, res: ServerResponse, next?: (error?: unknown) => void) => Promise<void>;
 
 /** A page: a function from the request's query to a data object, and from that object to HTML. */
@@ -40,7 +50,7 @@ interface Page<D> {
   render(data: D, view: View): Html;
 }
 
-const page = <D,>(load: Page<D>['load'], render: Page<D>['render']): Page<unknown> => ({ load, render } as Page<unknown>);
+const page = <D>(load: Page<D>['load'], render: Page<D>['render']): Page<unknown> => ({ load, render }) as Page<unknown>;
 
 // Each page lives at its path (relative to the mount point) and its data at `api/<path>`.
 // Partitioned jobs show inside `jobs`, with the batch jobs.
@@ -52,6 +62,8 @@ const PAGES: Record<string, Page<unknown>> = {
   'imports/rejects': page(loadImportRejects, renderImportRejects),
   files: page(loadFiles, renderFiles),
   'jobs/reset': page(loadReset, renderReset),
+  'jobs/cancel': page(loadCancel, renderCancel),
+  'files/requeue-all': page(loadRequeueAll, renderRequeueAll),
 };
 
 /** A POST action: what it does, and where the browser goes afterwards (relative to the mount point). */
@@ -73,6 +85,16 @@ const ACTIONS: Record<string, Action> = {
     return { result: { reset: await reset(db, name) }, back: form.back('jobs') };
   },
   'jobs/retry-dead-ranges': async (db, form) => ({ result: await retryDeadRanges(db, form.first('name')), back: form.back('jobs') }),
+  // A name is a job's or an import batch's (pause, resume and cancel apply to both).
+  'jobs/pause': (db, form) => controlAction(db, 'pause', form.first('name'), (fallback) => form.back(fallback)),
+  'jobs/resume': (db, form) => controlAction(db, 'resume', form.first('name'), (fallback) => form.back(fallback)),
+  'jobs/cancel': (db, form) => controlAction(db, 'cancel', form.first('name'), (fallback) => form.back(fallback)),
+  'files/pause': async (db, form) => ({ result: await fileTypeAction(db, 'pause', form.first('type')), back: form.back('files') }),
+  'files/resume': async (db, form) => ({ result: await fileTypeAction(db, 'resume', form.first('type')), back: form.back('files') }),
+  'files/requeue-all': async (db, form) => ({
+    result: { requeued: await requeueAllDead(db, form.first('q') ?? '') },
+    back: form.back('files?status=dead'),
+  }),
 };
 
 const ASSETS: Record<string, { type: string; body: string }> = {
@@ -132,11 +154,16 @@ function send(res: ServerResponse, status: number, type: string, body: string, h
 
 /** The headers of every page (as `writeHead` takes them: name, value, name, value…). */
 const PAGE_HEADERS = [
-  'Content-Type', 'text/html; charset=utf-8',
-  'X-Content-Type-Options', 'nosniff',
-  'Cache-Control', 'no-store',
-  'X-Frame-Options', 'DENY',
-  'Referrer-Policy', 'same-origin',
+  'Content-Type',
+  'text/html; charset=utf-8',
+  'X-Content-Type-Options',
+  'nosniff',
+  'Cache-Control',
+  'no-store',
+  'X-Frame-Options',
+  'DENY',
+  'Referrer-Policy',
+  'same-origin',
 ];
 // The pages need nothing but their own assets; actions must not be clickable inside another site's frame.
 /** The same with the CSP, for where the application has not set its own. */
@@ -147,7 +174,11 @@ function sendPage(res: ServerResponse, status: number, body: Html): void {
   // uses entities), so its length is its size in bytes and its text is the bytes to send: handed a
   // string, Node joins it to the headers in one write, and 'latin1' makes encoding a plain copy.
   const text = body.text;
-  res.writeHead(status, [...(res.hasHeader('Content-Security-Policy') ? PAGE_HEADERS : PAGE_HEADERS_WITH_CSP), 'Content-Length', String(text.length)]);
+  res.writeHead(status, [
+    ...(res.hasHeader('Content-Security-Policy') ? PAGE_HEADERS : PAGE_HEADERS_WITH_CSP),
+    'Content-Length',
+    String(text.length),
+  ]);
   res.end(text, 'latin1');
 }
 
@@ -159,7 +190,15 @@ function wantsJson(req: IncomingMessage, api: boolean): boolean {
   return api || /application\/json/.test(req.headers.accept ?? '');
 }
 
-function refusal(req: IncomingMessage, res: ServerResponse, api: boolean, status: number, code: string, message: string, view?: View): void {
+function refusal(
+  req: IncomingMessage,
+  res: ServerResponse,
+  api: boolean,
+  status: number,
+  code: string,
+  message: string,
+  view?: View,
+): void {
   if (wantsJson(req, api) || !view) {
     sendJson(res, status, { error: { code, message } });
     return;
@@ -183,7 +222,12 @@ const parsedUrls = new Map<string, ParsedUrl>();
 function parsedUrl(requestUrl: string): ParsedUrl {
   return kept(parsedUrls, requestUrl, () => {
     const url = new URL(requestUrl, 'http://dashboard.invalid');
-    return { pathname: url.pathname, path: url.pathname.replace(/^\//, '').replace(/\/$/, ''), search: url.search, searchParams: url.searchParams };
+    return {
+      pathname: url.pathname,
+      path: url.pathname.replace(/^\//, '').replace(/\/$/, ''),
+      search: url.search,
+      searchParams: url.searchParams,
+    };
   });
 }
 
@@ -194,7 +238,8 @@ function parsedUrl(requestUrl: string): ParsedUrl {
  */
 export function createDashboard(db: Db, options: DashboardOptions = {}): DashboardHandler {
   dataSourceOf(db);
-  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('createDashboard(db, options): options must be an object.');
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidArgumentError('createDashboard(db, options): options must be an object.');
   if (options.authorize !== undefined && typeof options.authorize !== 'function') {
     throw new InvalidArgumentError('createDashboard: authorize must be a function returning "none", "read" or "write".');
   }
@@ -209,7 +254,8 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
     try {
       const url = parsedUrl(req.url ?? '/');
       // Parsed again only when a framework rewrote req.url (Express's originalUrl keeps the mount point).
-      const originalPath = req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : parsedUrl(req.originalUrl).pathname;
+      const originalPath =
+        req.originalUrl === undefined || req.originalUrl === req.url ? url.pathname : parsedUrl(req.originalUrl).pathname;
       // The mount point itself without its slash: relative links need it, so redirect.
       if (url.pathname === '/' && !originalPath.endsWith('/')) {
         res.statusCode = 302;
@@ -235,7 +281,15 @@ export function createDashboard(db: Db, options: DashboardOptions = {}): Dashboa
       }
 
       const base = `${mountPoint(req.baseUrl, originalPath, url.pathname).replace(/\/$/, '')}/`;
-      const view: View = { base, title, canWrite: !readOnly && access === 'write', refreshMs, path: pagePath, query: url.searchParams, search: url.search };
+      const view: View = {
+        base,
+        title,
+        canWrite: !readOnly && access === 'write',
+        refreshMs,
+        path: pagePath,
+        query: url.searchParams,
+        search: url.search,
+      };
 
       if (isRead) {
         const asset = api ? undefined : ASSETS[path];

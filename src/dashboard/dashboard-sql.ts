@@ -23,9 +23,17 @@ export function pageContext(db: Db, now = Date.now()): PageContext {
  * Runs the page's read statements on one connection without a transaction of its own (reads of
  * committed state). `text` uses `?` placeholders; identifiers are quoted by the caller.
  */
-export function read<T>(ctx: PageContext, fn: (query: <R = Record<string, unknown>>(text: string, parameters: unknown[]) => Promise<R[]>, manager: () => EntityManager) => Promise<T>): Promise<T> {
+export function read<T>(
+  ctx: PageContext,
+  fn: (
+    query: <R = Record<string, unknown>>(text: string, parameters: unknown[]) => Promise<R[]>,
+    manager: () => EntityManager,
+  ) => Promise<T>,
+): Promise<T> {
   // The QueryRunner is made only if a statement goes through TypeORM (see autocommitLazily).
-  return autocommitLazily(ctx.db, (manager) => fn(<R,>(text: string, parameters: unknown[]) => readRows<R>(ctx, manager, text, parameters), manager));
+  return autocommitLazily(ctx.db, (manager) =>
+    fn(<R>(text: string, parameters: unknown[]) => readRows<R>(ctx, manager, text, parameters), manager),
+  );
 }
 
 const WHAT = 'reading the dashboard data';

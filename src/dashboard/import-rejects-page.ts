@@ -42,7 +42,11 @@ export async function loadImportRejects(ctx: PageContext, query: URLSearchParams
     ),
   );
   const page = keysetPage(rows, filters.limit, (row) => String(toNumber(row.row_index)));
-  const items = page.items.map((row): ImportReject => ({ rowIndex: toNumber(row.row_index), reason: String(row.reason), raw: String(row.raw) }));
+  const items = page.items.map((row): ImportReject => ({
+    rowIndex: toNumber(row.row_index),
+    reason: String(row.reason),
+    raw: String(row.raw),
+  }));
   return { page: 'imports/rejects', filters, items, next: page.next };
 }
 

@@ -1,6 +1,25 @@
+import type { ControlState } from '../control/job-state';
+import { controlStateOf } from '../control/job-state';
+import { controlBadge, controlButtons, isThrottled, throttledBadge } from './control-page';
 import { type PageContext, toBoolean, toNullableNumber, toNumber } from './dashboard-sql';
 import { type Html, html } from './html';
-import { countCell, CURRENT_PAGE, ELLIPSIS, formatCount, formatDuration, keptForUrl, layout, NO_VALUE, pager, queryValue, rateCell, timeCell, type View, withQuery } from './layout';
+import {
+  countCell,
+  CURRENT_PAGE,
+  ELLIPSIS,
+  formatCount,
+  formatDuration,
+  keptForUrl,
+  layout,
+  NO_VALUE,
+  pager,
+  progressBar,
+  queryValue,
+  rateCell,
+  timeCell,
+  type View,
+  withQuery,
+} from './layout';
 import { Conditions, type ListFilters, listFilters, selectJobPage } from './list-query';
 import { hasDeadRange, loadPartitions, type PartitionsView, rangeCommittedSince, renderPartitions } from './partitions-hook';
 
@@ -12,31 +31,55 @@ const CURSOR_CHARS = 200;
 export const JOB_STATES = ['all', 'running', 'stalled', 'dead', 'done'] as const;
 export type JobState = (typeof JOB_STATES)[number];
 
+/** One batch or partitioned job as the jobs page lists it. Times are epoch milliseconds. */
 export interface JobView {
+  /** The job's name. */
   name: string;
+  /** Which API runs it: `eachBatch` or `eachPartition`. */
   kind: 'batch' | 'partitioned';
+  /** True once the job finished. */
   done: boolean;
+  /** Not done, and no commit for 10 minutes. */
   stalled: boolean;
+  /** What an operator asked: `'active'`, `'paused'` or `'cancelled'` (see `pause`, `resume`, `cancel`). */
+  state: ControlState;
+  /** A loop of the job waits on its throttle now (a wait of more than a second). */
+  throttled: boolean;
   /** Over all ranges for a partitioned job. */
   batches: number;
+  /** Items committed (over all ranges for a partitioned job). */
   items: number;
+  /** When the job row was created. */
   startedAt: number;
   /** The time of the last committed batch (or of the job's creation). */
   lastCommitAt: number;
+  /** When the job finished; null until done. */
   finishedAt: number | null;
   /** Items per second over the job's life so far; null before the first batch. */
   rate: number | null;
-  /** Partitioned jobs: the time left at the pace ranges have finished so far (null before the first one, or with none pending or running). */
+  /**
+   * The time left: with a `total`, the items left at the job's rate so far; else (partitioned jobs)
+   * at the pace ranges have finished so far. Null when done, before the first batch (or range), or
+   * with no range pending or running.
+   */
   etaMs: number | null;
+  /** The items the whole job visits: its source's estimate while it runs (`totalEstimated`), its item count once done; null when unknown. */
+  total: number | null;
+  /** True while `total` is an estimate. */
+  totalEstimated: boolean;
   /** The stored cursor as JSON text, cut at 200 characters (batch jobs). */
   cursor: string | null;
+  /** True when `cursor` was cut. */
   cursorTruncated: boolean;
   /** Partitioned jobs: the ranges by state, each range's rows; null for batch jobs. */
   partitions: PartitionsView | null;
 }
 
+/** The jobs page's data (`api/jobs`). */
 export interface JobsData {
+  /** Which page this data is for. */
   page: 'jobs';
+  /** The filters read from the URL: state tab, name search, page size and position. */
   filters: ListFilters<JobState>;
   /** Batch and partitioned jobs in name order. */
   items: JobView[];
@@ -84,11 +127,14 @@ export async function loadJobs(ctx: PageContext, query: URLSearchParams): Promis
     `jobs\0${filters.state}`,
     () =>
       `${q('name')}, ${q('kind')}, ${q('done')}, ${q('batches')}, ${q('items')}, ${q('started_at')}, ${q('updated_at')}, ${q('finished_at')}, ` +
-      `SUBSTR(${q('cursor')}, 1, ${CURSOR_CHARS + 1}) AS ${q('cursor_text')}`,
+      `${q('total')}, ${q('total_estimated')}, ${q('state')}, ${q('throttled_until')}, SUBSTR(${q('cursor')}, 1, ${CURSOR_CHARS + 1}) AS ${q('cursor_text')}`,
     conditions,
     filters,
   );
-  const partitions = await loadPartitions(ctx, page.rows.filter((row) => row.kind === 'partitioned').map((row) => String(row.name)));
+  const partitions = await loadPartitions(
+    ctx,
+    page.rows.filter((row) => row.kind === 'partitioned').map((row) => String(row.name)),
+  );
   const items = page.rows.map((row): JobView => {
     const name = String(row.name);
     const ranges = row.kind === 'partitioned' ? partitions.get(name)! : null;
@@ -100,19 +146,28 @@ export async function loadJobs(ctx: PageContext, query: URLSearchParams): Promis
     const elapsed = (finishedAt ?? lastCommitAt) - startedAt;
     const cursor = row.cursor_text === null || row.cursor_text === undefined ? null : String(row.cursor_text);
     const open = ranges ? ranges.counts.pending + ranges.counts.running : 0;
+    const rate = items > 0 && elapsed > 0 ? (items * 1000) / elapsed : null;
+    const total = toNullableNumber(row.total);
+    // None while nothing is left to run: dead ranges wait for a retry, a paused job for a resume, not for time.
+    const state = controlStateOf(row.state);
+    const runnable = !done && state === 'active' && (ranges === null || open > 0);
+    const byRanges = ranges && ranges.counts.done > 0 && elapsed > 0 ? Math.round((elapsed / ranges.counts.done) * open) : null;
     return {
       name,
       kind: ranges ? 'partitioned' : 'batch',
       done,
       stalled: isStalled(done, lastCommitAt, ctx.now),
+      state,
+      throttled: !done && isThrottled(row.throttled_until, ctx.now),
       batches: ranges ? ranges.batches : toNumber(row.batches),
       items,
       startedAt,
       lastCommitAt,
       finishedAt,
-      rate: items > 0 && elapsed > 0 ? (items * 1000) / elapsed : null,
-      // None while nothing is left to run: dead ranges wait for a retry, not for time.
-      etaMs: ranges && !done && open > 0 && ranges.counts.done > 0 && elapsed > 0 ? Math.round((elapsed / ranges.counts.done) * open) : null,
+      rate,
+      etaMs: !runnable ? null : total !== null && rate !== null ? Math.round((Math.max(0, total - items) * 1000) / rate) : byRanges,
+      total,
+      totalEstimated: toBoolean(row.total_estimated),
       cursor: cursor !== null && cursor.length > CURSOR_CHARS ? cursor.slice(0, CURSOR_CHARS) : cursor,
       cursorTruncated: cursor !== null && cursor.length > CURSOR_CHARS,
       partitions: ranges,
@@ -128,9 +183,11 @@ const RUNNING = html`<span class="state state-running">running</span>`;
 const PARTITIONED = html` <span class="state">partitioned</span>`;
 const NO_RESET = html``;
 
-export function jobState(job: { done: boolean; stalled: boolean }): Html {
+/** The job's badge: done; else paused or cancelled (an operator's state); else stalled or running; "throttled" after it while a loop waits. */
+export function jobState(job: { done: boolean; stalled: boolean; state?: ControlState; throttled?: boolean }): Html {
   if (job.done) return DONE;
-  return job.stalled ? STALLED : RUNNING;
+  const badge = controlBadge(job.state ?? 'active') ?? (job.stalled ? STALLED : RUNNING);
+  return job.throttled === true ? html`${badge}${throttledBadge(true)}` : badge;
 }
 
 /** The "Reset…" link to the confirmation page (only where writes are allowed). */
@@ -163,6 +220,12 @@ export function searchForm(view: View, hidden: Record<string, string>, value: st
   );
 }
 
+/** After a job's item count where it has a total: ` / ~24,000` and a bar (`~` while the total is an estimate). */
+function ofTotal(job: JobView): Html | string {
+  if (job.total === null) return '';
+  return html` / ${job.totalEstimated ? '~' : ''}${countCell(job.total)}<br>${progressBar(job.items, job.total)}`;
+}
+
 /** The Finished cell: the time, else the ETA where there is one. */
 function finishedCell(job: JobView): Html | string {
   if (job.finishedAt !== null) return timeCell(job.finishedAt);
@@ -179,30 +242,30 @@ export function renderJobs(data: JobsData, view: View): Html {
       ? html`<tr data-kind="partitioned">
 <td class="name">${job.name}${PARTITIONED}</td>
 <td>${jobState(job)}</td>
-<td class="num">${countCell(job.items)}</td>
+<td class="num">${countCell(job.items)}${ofTotal(job)}</td>
 <td class="num">${countCell(job.batches)}</td>
 <td class="num">${rateCell(job.rate)}</td>
 <td>${timeCell(job.lastCommitAt)}</td>
 <td>${finishedCell(job)}</td>
 <td>${renderPartitions(job.name, job.partitions, view)}</td>
-<td>${resetLink(view, job.name)}</td>
+<td>${resetLink(view, job.name)}${controlButtons(view, job.name, job.state, job.done, 'jobs')}</td>
 </tr>`
       : resetHref !== null
         ? html`<tr data-kind="batch">
 <td class="name">${job.name}</td>
 <td>${jobState(job)}</td>
-<td class="num">${countCell(job.items)}</td>
+<td class="num">${countCell(job.items)}${ofTotal(job)}</td>
 <td class="num">${countCell(job.batches)}</td>
 <td class="num">${rateCell(job.rate)}</td>
 <td>${timeCell(job.lastCommitAt)}</td>
 <td>${finishedCell(job)}</td>
 <td><code class="json">${job.cursor ?? NO_VALUE}${job.cursorTruncated ? ELLIPSIS : ''}</code></td>
-<td><a class="action" href="${resetHref}${queryValue(job.name)}">Reset&hellip;</a></td>
+<td><a class="action" href="${resetHref}${queryValue(job.name)}">Reset&hellip;</a>${controlButtons(view, job.name, job.state, job.done, 'jobs')}</td>
 </tr>`
         : html`<tr data-kind="batch">
 <td class="name">${job.name}</td>
 <td>${jobState(job)}</td>
-<td class="num">${countCell(job.items)}</td>
+<td class="num">${countCell(job.items)}${ofTotal(job)}</td>
 <td class="num">${countCell(job.batches)}</td>
 <td class="num">${rateCell(job.rate)}</td>
 <td>${timeCell(job.lastCommitAt)}</td>

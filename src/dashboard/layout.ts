@@ -56,7 +56,8 @@ export function href(view: View, path: string, parameters: Record<string, string
   let search = '';
   for (const name in parameters) {
     const value = parameters[name];
-    if (value !== null && value !== undefined && value !== '') search += `${search ? '&' : '?'}${queryValue(name)}=${queryValue(String(value))}`;
+    if (value !== null && value !== undefined && value !== '')
+      search += `${search ? '&' : '?'}${queryValue(name)}=${queryValue(String(value))}`;
   }
   return `${view.base}${path}${search}`;
 }

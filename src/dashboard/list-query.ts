@@ -1,16 +1,28 @@
 import type { Dialect } from '../dialect';
 import { choice, containsPattern, keysetPage, type PageContext, pageSize, read } from './dashboard-sql';
 
-/** What a keyset-paginated list reads from the URL: a state tab, a substring search, a page size and the cursor. */
+/**
+ * What a keyset-paginated list reads from the URL: a state tab, a substring search, a page size and the cursor.
+ * @inline
+ */
 export interface ListFilters<S extends string> {
+  /** The selected state tab. */
   state: S;
+  /** The search text, matched as a substring (of the name, or the URL for files); empty for none. */
   q: string;
+  /** Rows per page, 1 to 500 (default 50). */
   limit: number;
+  /** The page starts after this key; null for the first page. */
   after: string | null;
 }
 
 /** Reads a list's filters; `stateParameter` names the tab's parameter (`state`, or `status` for files). */
-export function listFilters<S extends string>(query: URLSearchParams, stateParameter: string, states: readonly S[], fallback: S): ListFilters<S> {
+export function listFilters<S extends string>(
+  query: URLSearchParams,
+  stateParameter: string,
+  states: readonly S[],
+  fallback: S,
+): ListFilters<S> {
   return {
     state: choice(stateParameter, query.get(stateParameter), states, fallback),
     q: query.get('q') ?? '',

@@ -11,25 +11,41 @@ import { backPath, ERROR_CHARS, formatCount, formatTime, progressBar, type View 
 
 const SAMPLE = 5;
 
-/** One range of a partitioned job, in key order. */
+/**
+ * One range of a partitioned job, in key order. Times are epoch milliseconds.
+ * @inline
+ */
 export interface RangeView {
+  /** The range's place in key order, from 0. */
   index: number;
+  /** Where the range is. */
   state: RangeState;
-  /** Rows (items) and batches this range has committed. */
+  /** Rows (items) this range has committed. */
   items: number;
+  /** Batches this range has committed. */
   batches: number;
+  /** Re-claims so far. */
   retryCount: number;
+  /** Retries allowed after the first attempt. */
   maxRetries: number;
   /** The last error, cut at 500 characters (`lease expired` when its last lease ran out). */
   error: string | null;
+  /** Time of the range's latest change. */
   updatedAt: number;
 }
 
-/** A partitioned job's ranges: their counts by state, each range, and the totals over them. */
+/**
+ * A partitioned job's ranges: their counts by state, each range, and the totals over them.
+ * @inline
+ */
 export interface PartitionsView {
+  /** The ranges by state. */
   counts: RangeCounts;
+  /** Every range, in key order. */
   ranges: RangeView[];
+  /** Items committed over all ranges. */
   items: number;
+  /** Batches committed over all ranges. */
   batches: number;
   /** The latest commit of any range. */
   lastCommitAt: number;
@@ -78,7 +94,17 @@ export async function loadPartitions(ctx: PageContext, names: string[]): Promise
   const views = new Map<string, PartitionsView>();
   if (names.length === 0) return views;
   const q = (name: string) => ctx.dialect.quote(name);
-  const columns = ['job_name', 'partition_index', 'status', 'retry_count', 'max_retries', 'lease_expires_at', 'batches', 'items', 'updated_at'];
+  const columns = [
+    'job_name',
+    'partition_index',
+    'status',
+    'retry_count',
+    'max_retries',
+    'lease_expires_at',
+    'batches',
+    'items',
+    'updated_at',
+  ];
   const rows = await read(ctx, (query) =>
     query<RangeRow & { error_text: string | null }>(
       `SELECT ${columns.map(q).join(', ')}, SUBSTR(${q('error_message')}, 1, ${ERROR_CHARS}) AS ${q('error_text')} FROM ${q('checkpoint_partitions')} ` +
@@ -86,7 +112,8 @@ export async function loadPartitions(ctx: PageContext, names: string[]): Promise
       names,
     ),
   );
-  for (const name of names) views.set(name, { counts: { pending: 0, running: 0, done: 0, dead: 0 }, ranges: [], items: 0, batches: 0, lastCommitAt: 0 });
+  for (const name of names)
+    views.set(name, { counts: { pending: 0, running: 0, done: 0, dead: 0 }, ranges: [], items: 0, batches: 0, lastCommitAt: 0 });
   for (const row of rows) {
     const view = views.get(row.job_name)!;
     const state = rangeState(row, ctx.now);
@@ -153,7 +180,8 @@ export function renderPartitions(name: string, partitions: PartitionsView, view:
     counts.dead > 0 ? html` &middot; <span class="error">${formatCount(counts.dead)} dead</span>` : ''
   }</span>${retry}
 <div class="ranges" role="list" aria-label="Ranges of ${name}">${ranges.map(
-    (range) => html`<span role="listitem" class="range range-${range.state}" data-range="${range.index}" title="#${range.index} ${range.state}: ${formatCount(range.items)} rows, ${formatCount(range.batches)} batches"></span>`,
+    (range) =>
+      html`<span role="listitem" class="range range-${range.state}" data-range="${range.index}" title="#${range.index} ${range.state}: ${formatCount(range.items)} rows, ${formatCount(range.batches)} batches"></span>`,
   )}</div>${
     counts.dead > 0
       ? html`<ul class="dead-ranges">${ranges

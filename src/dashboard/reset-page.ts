@@ -6,7 +6,9 @@ import { formatCount, formatTime, href, layout, type View } from './layout';
 
 /** The confirmation page of "reset a job": what would be forgotten. */
 export interface ResetData {
+  /** Which page this data is for. */
   page: 'jobs/reset';
+  /** The name of the job or step to reset. */
   name: string;
   /** The job or step as stored; null when there is none (already reset). */
   job: Status | null;

@@ -10,21 +10,31 @@ export const VALUE_CHARS = 2000;
 export const STEP_STATES = ['all', 'recorded', 'pending'] as const;
 export type StepState = (typeof STEP_STATES)[number];
 
+/** One memoised step as the steps page lists it. Times are epoch milliseconds. */
 export interface StepView {
+  /** The step's name. */
   name: string;
   /** True once the result is recorded; a pending step's row exists while (or since) `f` failed or runs. */
   recorded: boolean;
   /** The recorded result as JSON text, cut at 2,000 characters. */
   value: string | null;
+  /** True when `value` was cut. */
   valueTruncated: boolean;
+  /** When the step's row was created. */
   startedAt: number;
+  /** When the result was recorded; null until then. */
   finishedAt: number | null;
 }
 
+/** The steps page's data (`api/steps`). */
 export interface StepsData {
+  /** Which page this data is for. */
   page: 'steps';
+  /** The filters read from the URL: state tab, name search, page size and position. */
   filters: ListFilters<StepState>;
+  /** The steps of this page, in name order. */
   items: StepView[];
+  /** The `after` value of the next page; null on the last page. */
   next: string | null;
 }
 
@@ -36,7 +46,8 @@ export async function loadSteps(ctx: PageContext, query: URLSearchParams): Promi
   const page = await selectJobPage(
     ctx,
     `steps\0${filters.state}`,
-    () => `${q('name')}, ${q('done')}, ${q('started_at')}, ${q('finished_at')}, SUBSTR(${q('value')}, 1, ${VALUE_CHARS + 1}) AS ${q('value_text')}`,
+    () =>
+      `${q('name')}, ${q('done')}, ${q('started_at')}, ${q('finished_at')}, SUBSTR(${q('value')}, 1, ${VALUE_CHARS + 1}) AS ${q('value_text')}`,
     conditions,
     filters,
   );

@@ -1,10 +1,15 @@
 import { type Html, html } from './html';
 
-/** Completed files per minute over the last hour, oldest bucket first. */
+/**
+ * Completed files per minute over the last hour, oldest bucket first.
+ * @inline
+ */
 export interface Throughput {
+  /** The width of one bucket, in milliseconds. */
   bucketMs: number;
   /** Start of the first bucket (ms since the epoch). */
   from: number;
+  /** Files completed in each bucket, oldest first. */
   completed: number[];
 }
 

@@ -178,7 +178,7 @@ export class CopyBinary extends CopyRowWriter {
       buffer[out++] = value >> 8;
       buffer[out++] = value & 0xff;
     }
-    for (let k = fraction; k < end; ) {
+    for (let k = fraction; k < end;) {
       let value = 0;
       for (let n = 0; n < 4; n++) value = value * 10 + (k < end ? bytes[k++] - ZERO : 0);
       buffer[out++] = value >> 8;

@@ -68,7 +68,13 @@ function copyStatement(table: string | TableRef, columns: string[], binary: bool
  * one round trip. Each statement is logged through the DataSource's logger (the COPY once), as
  * TypeORM logs its own queries.
  */
-export async function copyFromStdin(runner: QueryRunner, table: string | TableRef, columns: string[], rows: CopyRows, around: CopyAround = {}): Promise<void> {
+export async function copyFromStdin(
+  runner: QueryRunner,
+  table: string | TableRef,
+  columns: string[],
+  rows: CopyRows,
+  around: CopyAround = {},
+): Promise<void> {
   const pipeline = await PipelineBuilder.on(runner);
   const binary = around.binary === true;
   const copy = copyStatement(table, columns, binary);

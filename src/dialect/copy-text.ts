@@ -9,7 +9,11 @@ export interface CopyRows {
 export function skipCopyRows(rows: CopyRows, skip: number): CopyRows {
   if (skip <= 0) return rows;
   const offset = rows.ends[skip - 1];
-  return { bytes: rows.bytes.subarray(offset), rows: rows.rows - skip, ends: rows.ends.subarray(skip, rows.rows).map((end) => end - offset) };
+  return {
+    bytes: rows.bytes.subarray(offset),
+    rows: rows.rows - skip,
+    ends: rows.ends.subarray(skip, rows.rows).map((end) => end - offset),
+  };
 }
 
 const BACKSLASH = 0x5c;

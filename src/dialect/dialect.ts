@@ -1,7 +1,9 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { CopyAround } from './copy-pipeline';
 import type { CopyRows } from './copy-text';
+import type { CreateTableOptions, InferredColumn } from './create-table';
 import type { RecordColumn } from './record-columns';
+import type { RowCountQuery } from './row-estimate';
 
 /** The column types a keyset key may have; timestamps and dates travel as canonical text. */
 export type KeyType = 'integer' | 'bigint' | 'text' | 'uuid' | 'timestamp' | 'timestamptz' | 'date';
@@ -54,6 +56,14 @@ export interface FinalStatement {
   sql: string;
   parameters: (string | number)[];
   expected: number;
+  /**
+   * The final also answers a yes/no question of the caller's, in the same statement (reported as
+   * `PipelinedOutcome.flagged`), e.g. "is the job paused?". PostgreSQL: `returning`, an SQL boolean
+   * over the changed rows (the final's own table named in full), true for any of them. MySQL/MariaDB
+   * (no RETURNING): the statement is written to change `expected + 1` rows when the answer is yes
+   * (e.g. a LEFT JOIN that matches a second row then), which holds too; `returning` is not used.
+   */
+  flag?: { returning: string };
 }
 
 /**
@@ -85,6 +95,8 @@ export interface PipelinedOutcome {
   opened: boolean;
   /** The `after` statement's outcome, when one was sent (and the commit before it held). */
   after?: AfterCommitOutcome;
+  /** The answer of the finals that carry a `flag` (true when any of them said yes), when the commit held. */
+  flagged?: boolean;
 }
 
 /**
@@ -151,6 +163,17 @@ export interface Dialect {
    * undefined elsewhere (TypeORM's transactions then).
    */
   readonly pipelinedCommit?: PipelinedCommit;
+  /**
+   * Where the database has one writer at a time and its lock is not fair (SQLite), how long a loop
+   * of the library's own transactions leaves the lock free between two batches, so that another
+   * process's waiting writer (an operator's `pause`) gets it; undefined where locks are per row.
+   */
+  readonly writerHandoverMs?: number;
+  /**
+   * Where the lock is so (SQLite): the knocks an operator's write (pause, resume, cancel) leaves for
+   * the running loops, which then leave the lock free for it between two batches (see sqlite-knock.ts).
+   */
+  readonly writerKnock?: WriterKnock;
   /** Quotes an identifier (doubling the quote character inside it). */
   quote(identifier: string): string;
   /**
@@ -198,7 +221,13 @@ export interface Dialect {
    * trip; the first failure stops the rest. Undefined where the dialect has no bulk path (callers
    * then use multi-row INSERTs). Driver errors are raised unchanged.
    */
-  readonly copyRows?: (runner: QueryRunner, table: string | TableRef, columns: string[], rows: CopyRows, around?: CopyAround) => Promise<void>;
+  readonly copyRows?: (
+    runner: QueryRunner,
+    table: string | TableRef,
+    columns: string[],
+    rows: CopyRows,
+    around?: CopyAround,
+  ) => Promise<void>;
   /**
    * A statement that lets the current transaction's COMMIT return before its WAL is flushed
    * (PostgreSQL's `SET LOCAL synchronous_commit = off`): a database crash may lose that commit,
@@ -216,7 +245,14 @@ export interface Dialect {
    * Runs `insertIgnoreRows` on `runner` (a transaction's) and resolves to how many rows it
    * inserted, not how many the driver calls affected. Driver errors are raised unchanged.
    */
-  insertMissingRows(runner: QueryRunner, table: string, columns: string[], conflictColumns: string[], parameters: unknown[], rows: number): Promise<number>;
+  insertMissingRows(
+    runner: QueryRunner,
+    table: string,
+    columns: string[],
+    conflictColumns: string[],
+    parameters: unknown[],
+    rows: number,
+  ): Promise<number>;
   /** How an upsert's assignments refer to the value proposed for `column`. */
   proposed(column: string): string;
   /**
@@ -240,10 +276,24 @@ export interface Dialect {
     parameters: unknown[],
   ): Promise<boolean>;
   tableInfo(manager: EntityManager, table: TableRef): Promise<TableInfo | null>;
+  /**
+   * How many rows `query` returns, read once when a job starts: PostgreSQL's planner estimate
+   * (`EXPLAIN`), MySQL/MariaDB's `EXPLAIN` row count, SQLite's exact count up to 1M rows and an
+   * estimate from a sample beyond; null when the database cannot tell.
+   */
+  estimateRows(manager: EntityManager, query: RowCountQuery): Promise<number | null>;
   /** What records mode checks values against: floats with NaN/±Infinity, text with U+0000. */
   readonly storable: { floatSpecials: boolean; textHoldsNul: boolean };
   /** The columns of `table` as records mode converts values for them, from the catalogue; null when there is no such table. */
   recordColumns(manager: EntityManager, table: TableRef): Promise<RecordColumn[] | null>;
+  /**
+   * The CREATE TABLE (IF NOT EXISTS) for columns inferred from a file, in this database's own types,
+   * identifiers quoted: `recordColumns` reads each back as a kind whose conversion accepts every
+   * value the inference saw. `primaryKey` (column names, in key order; may be empty) becomes the
+   * PRIMARY KEY, or a UNIQUE constraint when one of its columns saw NULL. INVALID_INPUT for fields
+   * the database cannot hold as such (a too long name or key); INVALID_ARGUMENT for a bad key name.
+   */
+  createTable(table: TableRef, columns: InferredColumn[], primaryKey: string[], options?: CreateTableOptions): string;
   /**
    * A multi-row INSERT of `rows` rows (`?` placeholders, the driver's after `sql`); with `conflict`,
    * a row whose key exists keeps the old row ('skip') or overwrites `update` columns ('update').
@@ -292,8 +342,26 @@ export interface Dialect {
     listen(dataSource: DataSource, channel: string, wake: () => void, onError: (error: unknown) => void): { close(): Promise<void> };
   };
   /**
+   * How far behind replicas are, in ms, read with `manager` (the DataSource's own, outside any
+   * transaction) in one status statement: on a PostgreSQL primary the largest
+   * `pg_stat_replication.replay_lag` of its standbys (NULL, caught up, is 0); on a MySQL/MariaDB
+   * replica its own `Seconds_Behind_Source`/`Seconds_Behind_Master` (0 on a server that is no
+   * replica, Infinity while its replication is stopped). Undefined where there are no replicas (SQLite).
+   */
+  readonly replicaLagMs?: (manager: EntityManager) => Promise<number>;
+  /**
    * Makes an initialized DataSource safe for the library to use; called once per DataSource before
    * its first transaction. Returns false when it could not (not initialized yet), to be asked again.
    */
   prepare(dataSource: DataSource): boolean;
+}
+
+/** An operator's write past a loop that holds the one write lock between its batches (SQLite). */
+export interface WriterKnock {
+  /** Runs `write` with a knock left for the database's running loops. */
+  knocking<T>(ds: DataSource, write: () => Promise<T>): Promise<T>;
+  /** True when someone knocks now. */
+  isKnocked(ds: DataSource): boolean;
+  /** Leaves the lock free (outside any transaction) while someone knocks, for a bounded time. */
+  yieldTo(ds: DataSource): Promise<void>;
 }

@@ -5,8 +5,24 @@ import { mysql } from './mysql';
 import { postgres } from './postgres';
 import { sqlite } from './sqlite';
 
-export type { ColumnInfo, Dialect, Executed, FinalStatement, IsolationLevel, OpeningStatement, PipelinedOutcome, AfterCommitStatement, AfterCommitOutcome, KeyType, RecordConflict, SqlLexicon, TableInfo, TableRef } from './dialect';
+export type {
+  ColumnInfo,
+  Dialect,
+  Executed,
+  FinalStatement,
+  IsolationLevel,
+  OpeningStatement,
+  PipelinedOutcome,
+  AfterCommitStatement,
+  AfterCommitOutcome,
+  KeyType,
+  RecordConflict,
+  SqlLexicon,
+  TableInfo,
+  TableRef,
+} from './dialect';
 export { binaryWire, type RecordColumn, type RecordKind } from './record-columns';
+export type { CreateTableOptions, InferredColumn, InferredKind } from './create-table';
 export type { CopyAround } from './copy-pipeline';
 export type { BoundStatement } from './pg-pipeline';
 export { AbandonedPipeline } from './pg-pipeline';

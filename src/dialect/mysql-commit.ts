@@ -22,13 +22,18 @@ export const mysqlPipelinedCommit: PipelinedCommit = {
   async commit(runner, finals, options): Promise<PipelinedOutcome> {
     // mysql2's found-rows flag makes affectedRows the rows matched; the library's finals change every
     // row they match (a counter or the status moves), so matched and changed agree either way.
+    let flagged = false;
     for (const final of finals) {
-      if ((await affectedRows(runner, final.sql, final.parameters)) !== final.expected) return { held: false, opened: false };
+      const affected = await affectedRows(runner, final.sql, final.parameters);
+      // A flagged final changes one row more when its answer is yes (see FinalStatement.flag).
+      if (final.flag && affected === final.expected + 1) flagged = true;
+      else if (affected !== final.expected) return { held: false, opened: false };
     }
+    const answer = finals.some((final) => final.flag) ? { flagged } : {};
     // No per-transaction setting lets a COMMIT skip the log flush here (`asynchronous` is PostgreSQL's).
     if (options.beginNext !== true) {
       await runner.query('COMMIT');
-      return { held: true, opened: false };
+      return { held: true, opened: false, ...answer };
     }
     await runner.query('COMMIT AND CHAIN');
     try {
@@ -36,16 +41,16 @@ export const mysqlPipelinedCommit: PipelinedCommit = {
         const rows = (await runner.query(statement.sql, statement.parameters)) as unknown[];
         if (rows.length !== statement.expected) {
           await runner.query('ROLLBACK');
-          return { held: true, opened: false };
+          return { held: true, opened: false, ...answer };
         }
       }
     } catch {
       // Committed; the next transaction's opening failed (a lock wait timeout, …): end it, so the
       // next one begins afresh. A broken connection raises here.
       await runner.query('ROLLBACK');
-      return { held: true, opened: false };
+      return { held: true, opened: false, ...answer };
     }
-    return { held: true, opened: true };
+    return { held: true, opened: true, ...answer };
   },
 
   async rollback(runner: QueryRunner): Promise<void> {

@@ -1,6 +1,9 @@
 import type { EntityManager } from 'typeorm';
 import type { ColumnInfo, Dialect, TableRef } from './dialect';
 import { mysqlPipelinedCommit } from './mysql-commit';
+import { mysqlCreateTable } from './mysql-create-table';
+import { mysqlReplicaLagMs } from './mysql-replica-lag';
+import { mysqlEstimateRows } from './mysql-row-estimate';
 import { integerRange, type RecordColumn } from './record-columns';
 import { affectedRows, executeThroughRunner, groupKeys, qualifiedTable, ready, valueRows } from './shared-sql';
 
@@ -38,7 +41,9 @@ async function mariadbJsonColumns(manager: EntityManager, table: TableRef): Prom
   } catch {
     return new Set();
   }
-  return new Set(checks.flatMap((check) => [...check.clause.matchAll(/json_valid\(`((?:[^`]|``)+)`\)/gi)].map((m) => m[1].replace(/``/g, '`'))));
+  return new Set(
+    checks.flatMap((check) => [...check.clause.matchAll(/json_valid\(`((?:[^`]|``)+)`\)/gi)].map((m) => m[1].replace(/``/g, '`'))),
+  );
 }
 
 const numberOrNull = (value: number | string | null) => (value === null ? null : Number(value));
@@ -118,6 +123,7 @@ export const mysql: Dialect = {
   // concurrent claims and completions deadlock; READ COMMITTED locks only matching rows, as PostgreSQL.
   ownTransactionIsolation: 'READ COMMITTED',
   pipelinedCommit: mysqlPipelinedCommit,
+  replicaLagMs: mysqlReplicaLagMs,
   quote: backtick,
   execute: executeThroughRunner,
   sql: (text) => text,
@@ -171,6 +177,7 @@ export const mysql: Dialect = {
     const applied = outcome[0].applied;
     return applied === null ? affected > 0 : Number(applied) === 1;
   },
+  estimateRows: mysqlEstimateRows,
   async tableInfo(manager, table) {
     const schemaExpr = table.schema ? '?' : 'DATABASE()';
     const args = table.schema ? [table.schema, table.name] : [table.name];
@@ -191,8 +198,17 @@ export const mysql: Dialect = {
     const usable = parts.filter((p) => !unusable.has(p.indexName)).map((p) => ({ index: p.indexName, attname: p.columnName as string }));
     // MySQL TIMESTAMP is shown in the session's zone (ambiguous across DST changes): not a key; DATETIME(6) is.
     const keyTypes: Record<string, ColumnInfo['keyType']> = {
-      tinyint: 'integer', smallint: 'integer', mediumint: 'integer', int: 'integer', bigint: 'bigint',
-      varchar: 'text', char: 'text', text: 'text', uuid: 'uuid', datetime: 'timestamp', date: 'date',
+      tinyint: 'integer',
+      smallint: 'integer',
+      mediumint: 'integer',
+      int: 'integer',
+      bigint: 'bigint',
+      varchar: 'text',
+      char: 'text',
+      text: 'text',
+      uuid: 'uuid',
+      datetime: 'timestamp',
+      date: 'date',
     };
     return {
       columns: columns.map((c) => ({ name: c.name, declaredType: c.columnType, keyType: keyTypes[c.dataType] ?? null })),
@@ -219,14 +235,16 @@ export const mysql: Dialect = {
       return json.has(c.name) ? { ...column, kind: 'json' as const } : column;
     });
   },
+  createTable: (table, columns, primaryKey, options) => mysqlCreateTable(table, columns, primaryKey, backtick, options),
   insertRecords(table, columns, rows, conflict) {
     const insert = `INSERT INTO ${qualifiedTable(table, backtick)} (${columns.map(backtick).join(', ')}) VALUES ${valueRows(columns.length, rows)}`;
     if (!conflict) return insert;
     // A no-op update for skip: unlike INSERT IGNORE it hides no other error.
     const k = backtick(conflict.keyColumns[0]);
-    const updates = conflict.mode === 'update' && conflict.update.length > 0
-      ? conflict.update.map((c) => `${backtick(c)} = VALUES(${backtick(c)})`).join(', ')
-      : `${k} = ${k}`;
+    const updates =
+      conflict.mode === 'update' && conflict.update.length > 0
+        ? conflict.update.map((c) => `${backtick(c)} = VALUES(${backtick(c)})`).join(', ')
+        : `${k} = ${k}`;
     return `${insert} ON DUPLICATE KEY UPDATE ${updates}`;
   },
   keyRead(column, keyType) {

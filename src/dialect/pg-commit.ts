@@ -35,23 +35,24 @@ function begin(isolation: IsolationLevel | undefined): { sql: string; simple: Bu
 }
 
 const guardedTexts = new Map<string, string>();
-const unflushedGuardedTexts = new Map<string, string>();
 
 /**
  * `update` (an UPDATE without RETURNING, `$n` placeholders) as a statement that fails with
  * division_by_zero unless it changed exactly as many rows as its last parameter says, which
  * aborts the transaction before the COMMIT sent after it. `unflushed`: it also does what
  * `SET LOCAL synchronous_commit = off` does, saving that statement its own parse and execution.
+ * `returning` (FinalStatement.flag): a boolean over the changed rows, answered as `flagged`.
  */
-function guarded(update: string, parameters: number, unflushed: boolean): string {
-  const texts = unflushed ? unflushedGuardedTexts : guardedTexts;
-  let sql = texts.get(update);
+function guarded(update: string, parameters: number, unflushed: boolean, returning?: string): string {
+  const key = `${unflushed ? 'u' : 'f'}\0${returning ?? ''}\0${update}`;
+  let sql = guardedTexts.get(key);
   if (sql === undefined) {
     sql =
-      `WITH changed AS (${update} RETURNING 1) ` +
+      `WITH changed AS (${update} RETURNING ${returning === undefined ? '1' : `(${returning}) AS flagged`}) ` +
       `SELECT 1 / (CASE WHEN COUNT(*) = $${parameters + 1} THEN 1 ELSE 0 END) AS held` +
+      `${returning === undefined ? '' : ', COALESCE(bool_or(changed.flagged), false) AS flagged'}` +
       `${unflushed ? `, ${ASYNCHRONOUS_COMMIT_EXPRESSION} AS unflushed` : ''} FROM changed`;
-    texts.set(update, sql);
+    guardedTexts.set(key, sql);
   }
   return sql;
 }
@@ -89,10 +90,14 @@ export const pgPipelinedCommit: PipelinedCommit = {
     const pipeline = await PipelineBuilder.on(runner);
     // The last final (an aggregate: one row, so one call) turns the commit asynchronous when there is one.
     const folded = options.asynchronous === true && finals.length > 0;
+    // The pipeline keeps the rows of one statement: a flagged final's, unless an after-commit statement's are wanted.
+    const flaggedAt = options.after ? -1 : finals.findIndex((final) => final.flag !== undefined);
     for (const [i, final] of finals.entries()) {
-      const sql = guarded(final.sql, final.parameters.length, folded && i === finals.length - 1);
-      pipeline.statement({ sql, parameters: [...final.parameters, final.expected], prepare: true });
+      const returning = i === flaggedAt ? final.flag?.returning : undefined;
+      const sql = guarded(final.sql, final.parameters.length, folded && i === finals.length - 1, returning);
+      pipeline.statement({ sql, parameters: [...final.parameters, final.expected], prepare: true }, true, i === flaggedAt);
     }
+    const answer = () => (flaggedAt >= 0 ? { flagged: pipeline.rows[0]?.flagged === 't' } : {});
     if (options.asynchronous && !folded) pipeline.raw(ASYNCHRONOUS, ASYNCHRONOUS_SQL);
     pipeline.raw(COMMIT, COMMIT_SQL);
     // Statements up to and including the COMMIT: once that many completed, the transaction committed.
@@ -113,12 +118,21 @@ export const pgPipelinedCommit: PipelinedCommit = {
       const next = begin(options.isolation);
       pipeline.raw(next.extended, next.sql);
       for (const statement of opening) {
-        pipeline.statement({ sql: guardedLock(statement.sql, statement.parameters.length), parameters: [...statement.parameters, statement.expected], prepare: true });
+        pipeline.statement({
+          sql: guardedLock(statement.sql, statement.parameters.length),
+          parameters: [...statement.parameters, statement.expected],
+          prepare: true,
+        });
       }
     }
     try {
       await pipeline.send();
-      return { held: true, opened: options.beginNext === true, ...(options.after ? { after: { rows: pipeline.rows } } : {}) };
+      return {
+        held: true,
+        opened: options.beginNext === true,
+        ...(options.after ? { after: { rows: pipeline.rows } } : {}),
+        ...answer(),
+      };
     } catch (error) {
       if (pipeline.completed >= committedAt) {
         // Committed; what followed failed (the after-commit statement, or the next transaction's
@@ -126,7 +140,7 @@ export const pgPipelinedCommit: PipelinedCommit = {
         // open, if any, so the next one begins afresh. A broken connection raises here.
         if (pipeline.completed > committedAt) await simpleQuery(runner, ROLLBACK, ROLLBACK_SQL);
         const after = options.after ? (pipeline.completed >= afterCommittedAt ? { rows: pipeline.rows } : { error }) : undefined;
-        return { held: true, opened: false, ...(after ? { after } : {}) };
+        return { held: true, opened: false, ...(after ? { after } : {}), ...answer() };
       }
       // Only a guard divides: a final that errs this way found its rows changed by someone else.
       if (pipeline.completed < finals.length && errorCodes(error).includes(NOT_HELD)) return { held: false, opened: false };

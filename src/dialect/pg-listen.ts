@@ -24,7 +24,12 @@ const MAX_RECONNECT_PAUSE_MS = 2000;
  * reported and re-established with a growing pause; `wake` is called once it listens again, since
  * notifications sent meanwhile are lost.
  */
-export function listenOnPostgres(dataSource: DataSource, channel: string, wake: () => void, onError: (error: unknown) => void): { close(): Promise<void> } {
+export function listenOnPostgres(
+  dataSource: DataSource,
+  channel: string,
+  wake: () => void,
+  onError: (error: unknown) => void,
+): { close(): Promise<void> } {
   const driver = dataSource.driver as unknown as PgDriver;
   let closed = false;
   let client: ListeningClient | undefined;

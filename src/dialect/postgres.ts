@@ -2,9 +2,12 @@ import type { EventEmitter } from 'node:events';
 import type { ColumnInfo, Dialect } from './dialect';
 import type { WireType } from './copy-binary';
 import { copyFromStdin } from './copy-pipeline';
+import { pgCreateTable } from './pg-create-table';
 import { executePrepared, ignoreClientError } from './pg-client';
 import { ASYNCHRONOUS_COMMIT_EXPRESSION, pgPipelinedCommit } from './pg-commit';
 import { listenOnPostgres } from './pg-listen';
+import { pgReplicaLagMs } from './pg-replica-lag';
+import { pgEstimateRows } from './pg-row-estimate';
 import { integerRange, type RecordColumn } from './record-columns';
 import {
   affectedRows,
@@ -84,13 +87,14 @@ export const postgres: Dialect = {
     return true;
   },
   wakeups: {
-    notify: 'SELECT pg_notify($1, \'\')',
+    notify: "SELECT pg_notify($1, '')",
     // The CASE calls pg_notify only when a row went in; the notification goes out when the statement commits.
     insertNotifying: (insert, channel) =>
       `WITH inserted AS (${insert} RETURNING 1) SELECT n AS inserted, CASE WHEN n > 0 THEN pg_notify(${channel}, '') END AS notified ` +
       'FROM (SELECT COUNT(*) AS n FROM inserted) counted',
     listen: listenOnPostgres,
   },
+  replicaLagMs: pgReplicaLagMs,
   supportsSkipLocked: true,
   singleConnection: false,
   pipelinedCommit: pgPipelinedCommit,
@@ -131,10 +135,9 @@ export const postgres: Dialect = {
   async applyConditionalUpsert(runner, table, columns, conflictColumn, assignments, condition, parameters) {
     return (await affectedRows(runner, this.conditionalUpsert(table, columns, conflictColumn, assignments, condition), parameters)) > 0;
   },
+  estimateRows: pgEstimateRows,
   async tableInfo(manager, table) {
-    const regclass = table.schema
-      ? "to_regclass(quote_ident($1) || '.' || quote_ident($2))"
-      : 'to_regclass(quote_ident($1))';
+    const regclass = table.schema ? "to_regclass(quote_ident($1) || '.' || quote_ident($2))" : 'to_regclass(quote_ident($1))';
     const args = table.schema ? [table.schema, table.name] : [table.name];
     const found: { oid: string | null; ref: string | null; estimate: number | null }[] = await manager.query(
       `SELECT ${regclass}::oid AS oid, ${regclass}::text AS ref, (SELECT reltuples::float8 FROM pg_class WHERE oid = ${regclass}) AS estimate`,
@@ -159,8 +162,16 @@ export const postgres: Dialect = {
       [oid],
     );
     const keyTypes: Record<string, ColumnInfo['keyType']> = {
-      int2: 'integer', int4: 'integer', int8: 'bigint', text: 'text', varchar: 'text', bpchar: 'text', uuid: 'uuid',
-      timestamp: 'timestamp', timestamptz: 'timestamptz', date: 'date',
+      int2: 'integer',
+      int4: 'integer',
+      int8: 'bigint',
+      text: 'text',
+      varchar: 'text',
+      bpchar: 'text',
+      uuid: 'uuid',
+      timestamp: 'timestamp',
+      timestamptz: 'timestamptz',
+      date: 'date',
     };
     return {
       columns: columns.map((c) => ({ name: c.attname, keyType: keyTypes[c.typname] ?? null, declaredType: c.format })),
@@ -190,6 +201,7 @@ export const postgres: Dialect = {
     );
     return columns.length === 0 ? null : columns.map(pgRecordColumn);
   },
+  createTable: pgCreateTable,
   insertRecords(table, columns, rows, conflict) {
     return this.sql(onConflictRecords(table, columns, rows, conflict));
   },

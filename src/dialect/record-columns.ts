@@ -1,7 +1,8 @@
 /** Column facts records mode converts values by (`Dialect.recordColumns`), and what the dialects share to find them. */
 import type { WireType } from './copy-binary';
 
-export type RecordKind = 'integer' | 'numeric' | 'float' | 'boolean' | 'date' | 'timestamp' | 'timestamptz' | 'uuid' | 'json' | 'text' | 'enum' | 'other';
+export type RecordKind =
+  'integer' | 'numeric' | 'float' | 'boolean' | 'date' | 'timestamp' | 'timestamptz' | 'uuid' | 'json' | 'text' | 'enum' | 'other';
 
 export interface RecordColumn {
   name: string;

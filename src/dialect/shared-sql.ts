@@ -36,7 +36,6 @@ export async function affectedRows(runner: QueryRunner, sql: string, parameters:
   return Number(result.affected ?? 0);
 }
 
-
 /** Through TypeORM's runner: its structured result is where every driver reports rows and changes. */
 export async function executeThroughRunner<T>(runner: QueryRunner, sql: string, parameters: unknown[]): Promise<Executed<T>> {
   const result = (await runner.query(sql, parameters, true)) as QueryResult<T>;
@@ -66,7 +65,10 @@ export function entityTable(metadata: { tableName: string; schema?: string }): T
 }
 
 /** The first of `candidates` (see `tablesNamed`) that `lookup` finds, with what it found; null when none exists. */
-export async function firstExisting<T>(candidates: TableRef[], lookup: (table: TableRef) => Promise<T | null>): Promise<{ table: TableRef; found: T } | null> {
+export async function firstExisting<T>(
+  candidates: TableRef[],
+  lookup: (table: TableRef) => Promise<T | null>,
+): Promise<{ table: TableRef; found: T } | null> {
   for (const table of candidates) {
     const found = await lookup(table);
     if (found) return { table, found };

@@ -36,7 +36,8 @@ export function rowMaker(names: readonly string[]): (values: unknown[]) => Recor
     return (values) => {
       const row: Record<string, unknown> = {};
       for (let c = 0; c < names.length; c++) {
-        if (names[c] === '__proto__') Object.defineProperty(row, '__proto__', { value: values[c], enumerable: true, writable: true, configurable: true });
+        if (names[c] === '__proto__')
+          Object.defineProperty(row, '__proto__', { value: values[c], enumerable: true, writable: true, configurable: true });
         else row[names[c]] = values[c];
       }
       return row;
@@ -73,7 +74,8 @@ function prepared(connection: BetterSqliteDatabase, sql: string): PreparedRead |
  * (their before/after query events), slow-query logging, or a statement that returns no rows.
  */
 export function readRowsDirectly(dataSource: DataSource, sql: string, parameters: unknown[]): Record<string, unknown>[] | undefined {
-  if (dataSource.options.type !== 'better-sqlite3' || dataSource.subscribers.length > 0 || dataSource.options.maxQueryExecutionTime) return undefined;
+  if (dataSource.options.type !== 'better-sqlite3' || dataSource.subscribers.length > 0 || dataSource.options.maxQueryExecutionTime)
+    return undefined;
   const connection = (dataSource.driver as unknown as { databaseConnection?: BetterSqliteDatabase }).databaseConnection;
   if (connection === undefined) return undefined;
   // As TypeORM's better-sqlite3 runner binds them: booleans as 1/0.

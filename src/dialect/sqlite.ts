@@ -1,7 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import { integerRange, type RecordColumn, typeArguments } from './record-columns';
 import type { Dialect, KeyType, TableRef } from './dialect';
+import { sqliteCreateTable } from './sqlite-create-table';
+import { isKnocked, knocking, yieldTo } from './sqlite-knock';
 import { readRowsDirectly } from './sqlite-read-rows';
+import { sqliteEstimateRows } from './sqlite-row-estimate';
 import {
   affectedRows,
   defaultCollationIsExact,
@@ -33,6 +36,11 @@ export const sqlite: Dialect = {
   prepare: ready,
   supportsSkipLocked: false,
   singleConnection: true,
+  // A waiting writer's busy handler retries after 1, 2, 5, 10… ms: a gap this long between prune's
+  // deletes is one such a retry can land in, where a loop that begins again at once would starve it.
+  writerHandoverMs: 2,
+  // The loops of batches leave no gap unless an operator's write knocks.
+  writerKnock: { knocking, isKnocked, yieldTo },
   quote: doubleQuote,
   execute: executeThroughRunner,
   readRows: readRowsDirectly,
@@ -64,6 +72,7 @@ export const sqlite: Dialect = {
   async applyConditionalUpsert(runner, table, columns, conflictColumn, assignments, condition, parameters) {
     return (await affectedRows(runner, onConflictUpdateWhere(table, columns, conflictColumn, assignments, condition), parameters)) > 0;
   },
+  estimateRows: sqliteEstimateRows,
   async tableInfo(manager, table) {
     if (!(await schemaExists(manager, table))) return null;
     const columns: { cid: number; name: string; type: string; pk: number }[] = await manager.query(
@@ -109,6 +118,7 @@ export const sqlite: Dialect = {
     const keys = columns.filter((c) => c.pk > 0);
     return columns.map((c) => sqliteRecordColumn(c, keys.length === 1 && c.pk > 0 && c.type.toLowerCase() === 'integer'));
   },
+  createTable: sqliteCreateTable,
   insertRecords: onConflictRecords,
   // SQLite stores dates and times as the text it was given: that text is the key, compared as text.
   keyRead: (column) => column,
@@ -128,7 +138,10 @@ async function schemaExists(manager: EntityManager, table: TableRef): Promise<bo
 }
 
 /** Records mode's column kind for a declared SQLite type (its affinity alone says too little). */
-function sqliteRecordColumn(column: { name: string; type: string; notnull: number; dflt_value: string | null; pk: number }, rowid: boolean): RecordColumn {
+function sqliteRecordColumn(
+  column: { name: string; type: string; notnull: number; dflt_value: string | null; pk: number },
+  rowid: boolean,
+): RecordColumn {
   const declared = column.type.toLowerCase();
   const base: Pick<RecordColumn, 'name' | 'nullable' | 'hasDefault' | 'primary'> = {
     name: column.name,
@@ -143,7 +156,8 @@ function sqliteRecordColumn(column: { name: string; type: string; notnull: numbe
     const bytes = /^tinyint/.test(declared) ? 1 : /^(smallint|int2)/.test(declared) ? 2 : /^mediumint/.test(declared) ? 3 : 8;
     return { ...base, kind: 'integer', ...integerRange(bytes, /unsigned/.test(declared)) };
   }
-  if (/^(decimal|numeric)/.test(declared)) return { ...base, kind: 'numeric', precision: first ?? null, scale: first === undefined ? null : (second ?? 0) };
+  if (/^(decimal|numeric)/.test(declared))
+    return { ...base, kind: 'numeric', precision: first ?? null, scale: first === undefined ? null : (second ?? 0) };
   if (/^(real|double|float)/.test(declared)) return { ...base, kind: 'float' };
   if (declared === 'date') return { ...base, kind: 'date' };
   if (/^(datetime|timestamp)/.test(declared)) return { ...base, kind: 'timestamp', fractionDigits: 6 };

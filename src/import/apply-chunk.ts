@@ -45,7 +45,11 @@ export async function lockAt(tx: EntityManager, batch: string, start: number): P
 
 /** INVALID_INPUT for the first of `rows` (numbered from `start`) whose id the batch already holds, or null. */
 export async function storedIdClash(tx: EntityManager, batch: string, start: number, rows: Row[]): Promise<InvalidInputError | null> {
-  const stored = await storedIds(tx, batch, rows.map((row) => row.id));
+  const stored = await storedIds(
+    tx,
+    batch,
+    rows.map((row) => row.id),
+  );
   const clash = rows.findIndex((row) => stored.has(row.id));
   if (clash < 0) return null;
   return new InvalidInputError(
@@ -84,13 +88,7 @@ export async function storeChunk(
  * insert, then stores next_index = start + rows.length and returns it. If anything throws, no row
  * of the chunk stays, the checkpoint is unchanged and the error re-raises unchanged.
  */
-export async function applyChunk(
-  db: Db,
-  batch: string,
-  start: number,
-  rows: Row[],
-  fault?: (index: number) => void,
-): Promise<number> {
+export async function applyChunk(db: Db, batch: string, start: number, rows: Row[], fault?: (index: number) => void): Promise<number> {
   validateBatch(batch);
   if (typeof start !== 'number' || !Number.isSafeInteger(start) || start < 0) {
     throw new InvalidArgumentError(`applyChunk: start must be a non-negative integer, got ${String(start)}.`);

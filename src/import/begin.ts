@@ -1,7 +1,9 @@
 import type { EntityManager } from 'typeorm';
 import { FingerprintMismatchError } from '../core/errors';
 import { type Db, transact } from '../core/transaction';
-import { type ImportRow, insertImport, lockImport, updateImport, validateBatch, validateDigest } from './import-store';
+import { type ImportRow, insertImport, lockImport, readImport, updateImport, validateBatch, validateDigest } from './import-store';
+import { stopFor, type StopReason } from '../control/job-state';
+import type { LoopControl } from '../control/loop-control';
 
 export function fingerprintMismatch(batch: string, stored: string, given: string): FingerprintMismatchError {
   return new FingerprintMismatchError(
@@ -12,18 +14,35 @@ export function fingerprintMismatch(batch: string, stored: string, given: string
 
 /**
  * In `tx`: creates the import bound to `digest` or, if it exists, checks the digest and locks the
- * row. Returns the stored row. `totalRows` is recorded when known.
+ * row. Returns the stored row. `totalRows` is recorded when known; `validated`, when given, is the
+ * options hash of the pass 1 that validated the file (null: a resume must validate again).
  */
-export async function beginIn(tx: EntityManager, batch: string, digest: string, totalRows: number | null): Promise<ImportRow> {
+export async function beginIn(
+  tx: EntityManager,
+  batch: string,
+  digest: string,
+  totalRows: number | null,
+  validated?: string | null,
+): Promise<ImportRow> {
   // The insert is a write, so on SQLite it also takes the write lock before anything is read.
   await insertImport(tx, batch, digest, totalRows);
   const row = (await lockImport(tx, batch)) as ImportRow;
   if (row.digest !== digest) throw fingerprintMismatch(batch, row.digest, digest);
-  if (totalRows !== null && row.total_rows === null) {
-    await updateImport(tx, batch, { total_rows: totalRows });
-    return { ...row, total_rows: totalRows };
-  }
-  return row;
+  const changes: Record<string, unknown> = {};
+  if (totalRows !== null && row.total_rows === null) changes.total_rows = totalRows;
+  if (validated !== undefined && row.validated_options !== validated) changes.validated_options = validated;
+  if (Object.keys(changes).length === 0) return row;
+  await updateImport(tx, batch, changes);
+  return { ...row, ...changes } as ImportRow;
+}
+
+/**
+ * Before a call reads its file: why it returns at once, when its batch is paused or cancelled (with
+ * `whilePaused: 'wait'`, only once a wait for the resume ended otherwise); undefined to go on.
+ */
+export async function heldBefore(db: Db, batch: string, control: LoopControl): Promise<StopReason | undefined> {
+  const stop = stopFor(await transact(db, (tx) => readImport(tx, batch)));
+  return stop && control.stopped(stop);
 }
 
 /**

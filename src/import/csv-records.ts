@@ -67,7 +67,8 @@ export class CsvSpans {
 
   record(record: number): string[] {
     const fields: string[] = [];
-    for (let f = this.fieldsAt[record]; f < this.fieldsAt[record + 1]; f++) fields.push(this.bytes.toString('utf8', this.starts[f], this.ends[f]));
+    for (let f = this.fieldsAt[record]; f < this.fieldsAt[record + 1]; f++)
+      fields.push(this.bytes.toString('utf8', this.starts[f], this.ends[f]));
     return fields;
   }
 
@@ -128,14 +129,23 @@ export function csvSpans(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvSpans
  * (the bytes from that record on that arrived already, a copy) and the rest of the input (null at
  * its end), with the record delimiter found so far and the offset of `head` in the input (after a BOM).
  */
-export type CsvRest<T> = (head: Buffer, rest: AsyncIterator<Buffer> | null, delimiter: RecordDelimiter | null, offset: number) => AsyncGenerator<T>;
+export type CsvRest<T> = (
+  head: Buffer,
+  rest: AsyncIterator<Buffer> | null,
+  delimiter: RecordDelimiter | null,
+  offset: number,
+) => AsyncGenerator<T>;
 
 /**
  * `csvSpans` with another reader for the rest of the input from the first record holding a quote
  * on (or a very long one). With `utf8`, invalid UTF-8 hands over too, from the first record of the
  * block that holds it: the spans yielded are always valid UTF-8.
  */
-export async function* csvSpansThen<T>(blocks: AsyncIterable<Buffer>, rest: CsvRest<T>, options: { utf8?: boolean } = {}): AsyncGenerator<CsvSpans | T> {
+export async function* csvSpansThen<T>(
+  blocks: AsyncIterable<Buffer>,
+  rest: CsvRest<T>,
+  options: { utf8?: boolean } = {},
+): AsyncGenerator<CsvSpans | T> {
   const iterator = blocks[Symbol.asyncIterator]();
   try {
     yield* scan(iterator, rest, options.utf8 === true);

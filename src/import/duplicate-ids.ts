@@ -301,7 +301,7 @@ export class DuplicateIds {
     };
     let memory = new ArrayBuffer(0);
     let table = new Int32Array(0);
-    for (let first = 0; first < BUCKETS; ) {
+    for (let first = 0; first < BUCKETS;) {
       // The bucket range [first, last): at least one bucket, then as many as fit the budget.
       let last = first;
       let entries = 0;

@@ -6,10 +6,11 @@ import { validateBatch } from './import-store';
 import { parseRows } from './parse-rows';
 import { sourceDigest } from './source-digest';
 
+/** Options of {@link importAll}. */
 export interface ImportAllOptions {
-  /** Rows per chunk (one transaction each); a positive integer, default 2 as in the lab. */
+  /** Rows per chunk (one transaction each); a positive integer, default 2. */
   size?: number;
-  /** Called with the global index after each row's insert; throwing rolls that chunk back. */
+  /** A test hook: called with the global index after each row's insert; throwing rolls that chunk back. */
   fault?: (index: number) => void;
 }
 

@@ -1,34 +1,51 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
+import { InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { progressSince, type Progress } from '../core/progress';
-import { AbandonedPipeline, type CopyRows, dialectOf } from '../dialect';
-import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
-import { LoopSpans, traced } from '../core/telemetry';
-import { isRetryable } from '../core/database-errors';
-import { cursorMismatch, storedIdClash } from './apply-chunk';
-import { beginIn, fingerprintMismatch } from './begin';
+import { type CopyRows, dialectOf } from '../dialect';
+import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, transact } from '../core/transaction';
+import { traced } from '../core/telemetry';
+import { storedIdClash } from './apply-chunk';
+import { beginIn, heldBefore } from './begin';
 import { checkCsvRows } from './csv-check';
 import { DuplicateIds } from './duplicate-ids';
 import { validateSize } from './import-all';
-import { advanceImport, bulkInsertItems, checkStorableId, copyAdvancing, copyTransaction, lockImport, readImport, validateBatch } from './import-store';
+import {
+  advanceImport,
+  bulkInsertItems,
+  checkStorableId,
+  copyAdvancing,
+  copyTransaction,
+  lockImport,
+  readImport,
+  validateBatch,
+} from './import-store';
 import { duplicateId } from './parse-rows';
-import { formatOf, type ImportFormat, readRows } from './read-rows';
+import { formatOf, type ImportFormat, isTsv, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
 import { Preload, type Preloaded, worthPreloading } from './preload';
-import { ChunkInFlight, type ChunkOrder } from './chunk-in-flight';
+import { optionsHash, validatedResume } from './resume';
+import type { ChunkOrder } from './chunk-in-flight';
 import { ChunkRows, fillChunks, type TakenRows } from './chunk-rows';
-import { gunzipped } from './records/record-readers';
-import { importRecords, type RecordsOptions, type RowError, validateRecordsOptions } from './records/import-records';
+import { decoded, GZIP } from './gunzipped';
+import { ChunkPipeline, type ChunkOutcome, notAtStart, pipelinedWrite, proceedAfter, storedState, unchanged } from './chunk-pipeline';
+import { importRecords, type RecordsOptions, type RowError, type RowErrorGroup, validateRecordsOptions } from './records/import-records';
+import { IMPORTS } from '../control/control-store';
+import { stopFor, type StopReason } from '../control/job-state';
+import { type ControlOptions, LoopControl, validateControlOptions } from '../control/loop-control';
 
 export type { Row } from './row';
 export type { ImportFormat } from './read-rows';
 export { replaceImport } from './replace-import';
 export { fileDigest } from './source-digest';
 
-/** `R`: what a handler gets, `{ id, value }` rows or, in records mode, records (`Record<string, unknown>`). */
-export interface ImportFileOptions<R = Row> extends RecordsOptions {
-  /** Defaults from the file extension (.json, .ndjson/.jsonl, .csv; a `.gz` after it is read through gunzip). */
+/**
+ * `R`: what a handler gets, `{ id, value }` rows or, in records mode, records (`Record<string, unknown>`).
+ * `signal`, `maxRuntimeMs`, `throttle` and `whilePaused` are {@link ControlOptions}: `whilePaused`
+ * applies to a call that finds its batch paused before it begins; one paused while it runs returns.
+ */
+export interface ImportFileOptions<R = Row> extends RecordsOptions, ControlOptions {
+  /** Defaults from the file extension (.json, .ndjson/.jsonl, .csv, .tsv: CSV with a tab delimiter; a `.gz` after it is read through gunzip). */
   format?: ImportFormat;
   /** Rows per chunk (one transaction each); default 1000. In records mode, source rows (valid, invalid and skipped alike). */
   size?: number;
@@ -39,8 +56,6 @@ export interface ImportFileOptions<R = Row> extends RecordsOptions {
   handler?: (rows: R[], tx: EntityManager, start: number) => unknown;
   /** Called after each committed chunk. */
   onProgress?(progress: Progress): void;
-  /** Stops cleanly after the current chunk commits. */
-  signal?: AbortSignal;
   /**
    * Commit every chunk synchronously. By default, on PostgreSQL, an import that opens its own
    * transactions commits every chunk but the last without waiting for the WAL flush (see README).
@@ -50,27 +65,34 @@ export interface ImportFileOptions<R = Row> extends RecordsOptions {
 
 /** `rows` counts the rows written by this call; `nextIndex` is the committed checkpoint. */
 export interface ImportFileResult {
+  /** The import batch id. */
   batch: string;
+  /** SHA-256 hex of the file's bytes as stored (compressed, for `.gz`). */
   digest: string;
+  /** The committed checkpoint: the first source row not yet imported. */
   nextIndex: number;
+  /** Rows written by this call. */
   rows: number;
+  /** True once every row of the file is committed; false after the call stopped before the end. */
   done: boolean;
+  /** Why the call returned before the file's end (a pause, a cancel, `maxRuntimeMs`, `signal`); absent when it ran to the end. */
+  stopped?: StopReason;
   /** Records mode (and `check`): rows `map` skipped, this call. */
   skipped?: number;
   /** Records mode (and `check`): invalid rows recorded as rejects (invalid: 'skip'), this call; with `check`, all of the file's. */
   invalid?: number;
   /** With `check`: the first invalid rows (at most 100). */
   errors?: RowError[];
+  /** With `check`: every invalid row of the file, grouped by field and reason, most rows first. */
+  summary?: RowErrorGroup[];
+  /** With `create`: the table this call created (with `check`: would create). */
+  created?: {
+    /** The CREATE TABLE statement, in the database's own types. */
+    ddl: string;
+  };
 }
 
-const RECORDS_ONLY = ['key', 'map', 'conflict', 'invalid', 'maxInvalid', 'csv'] as const;
-const GZIP = /\.gz$/i;
-
-/** The file's bytes as the format reader wants them: gunzipped for a `.gz` path. */
-function decoded(blocks: AsyncGenerator<Buffer>, gzip: boolean): AsyncGenerator<Buffer> {
-  return gzip ? gunzipped(blocks) : blocks;
-}
-
+const RECORDS_ONLY = ['key', 'map', 'conflict', 'invalid', 'maxInvalid', 'csv', 'nullIf', 'create'] as const;
 const DEFAULT_SIZE = 1000;
 
 /** True when the built-in table has a bulk path on `db`'s dialect (COPY on PostgreSQL). */
@@ -86,9 +108,7 @@ function validateOptions<R>(options: ImportFileOptions<R>): void {
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new InvalidArgumentError('importFile: onProgress must be a function.');
   }
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-    throw new InvalidArgumentError('importFile: signal must be an AbortSignal.');
-  }
+  validateControlOptions(options, 'importFile');
   if (options.durable !== undefined && typeof options.durable !== 'boolean') {
     throw new InvalidArgumentError('importFile: durable must be a boolean.');
   }
@@ -102,14 +122,22 @@ function validateOptions<R>(options: ImportFileOptions<R>): void {
  * import is begun or resumed (another file under the same batch: FINGERPRINT_MISMATCH), and pass 2
  * streams the file again from its start, committing the rows from the checkpoint on; every block
  * it reads must hash as in pass 1, so a file changed under the import is FINGERPRINT_MISMATCH
- * before anything of it is committed.
+ * before anything of it is committed. An invalid file throws `INVALID_INPUT` (with `index`, and
+ * `field` in records mode); bad options throw `INVALID_ARGUMENT`.
  */
-export async function importFile<R = Row>(db: Db, batch: string, path: string, options: ImportFileOptions<R> = {}): Promise<ImportFileResult> {
+export async function importFile<R = Row>(
+  db: Db,
+  batch: string,
+  path: string,
+  options: ImportFileOptions<R> = {},
+): Promise<ImportFileResult> {
   validateBatch(batch);
   if (typeof path !== 'string' || path.length === 0) throw new InvalidArgumentError('importFile: path must be a non-empty string.');
   validateOptions(options);
   const gzip = GZIP.test(path);
   const format = formatOf(path.replace(GZIP, ''), options.format);
+  // A .tsv file is CSV with a tab delimiter, unless the options say otherwise.
+  const tsv = format === 'csv' && isTsv(path.replace(GZIP, ''));
   const size = options.size ?? DEFAULT_SIZE;
   validateSize(size, 'importFile');
   const { handler, onProgress, signal } = options;
@@ -120,25 +148,113 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
     }
     validateRecordsOptions(options);
     const records = handler as ((records: Record<string, unknown>[], tx: EntityManager, start: number) => unknown) | undefined;
-    return importRecords({ db, batch, path, format, gzip, size, handler: records, onProgress, signal }, options);
+    const control = new LoopControl(db, IMPORTS, batch, options);
+    const read = tsv && options.csv?.delimiter === undefined ? { ...options, csv: { ...options.csv, delimiter: '\t' } } : options;
+    return importRecords({ db, batch, path, format, gzip, size, handler: records, onProgress, signal, control }, read);
   }
+  if (tsv) throw new InvalidArgumentError('importFile: a .tsv file is read in records mode (into or records: true).');
   for (const name of RECORDS_ONLY) {
-    if (options[name] !== undefined) throw new InvalidArgumentError(`importFile: ${name} is an option of records mode (into or records: true).`);
+    if (options[name] !== undefined)
+      throw new InvalidArgumentError(`importFile: ${name} is an option of records mode (into or records: true).`);
   }
   validateRecordsOptions(options);
 
-  const record = newSourceRecord();
-  if (options.check) return checkSource(path, format, gzip, record, batch, !handler);
+  if (options.check) return checkSource(path, format, gzip, newSourceRecord(), batch, !handler);
   const rowHandler = handler as ImportFileOptions['handler'];
-  if (signal?.aborted) return storedState(db, batch);
-  // The built-in table on a connection of the import's own: pass 2 begins beside pass 1 (Preload).
-  // The built-in table takes the dialect's bulk path where it has one: rows go straight to binary COPY.
+  if (signal?.aborted) return { ...(await storedState(db, batch)), stopped: 'signal' };
+  const control = new LoopControl(db, IMPORTS, batch, options);
+  // A paused or cancelled batch: the file is not read (with whilePaused 'wait', once it is resumed).
+  const held = await heldBefore(db, batch, control);
+  if (held) return { ...(await storedState(db, batch)), stopped: held };
   const bulk = !handler && bulkPathOf(db);
+  const hash = optionsHash({ rows: 'id/value', format, gzip, builtInTable: !handler });
+  const pass1: { record: SourceRecord; total: number; preloaded?: Preloaded | null } | null =
+    (await validatedResume(db, batch, path, hash, signal)) ??
+    (await validateWithPreload(db, batch, path, format, gzip, size, bulk, options));
+  if (pass1 === null) return { ...(await storedState(db, batch)), stopped: 'signal' };
+  const { record, total, preloaded = null } = pass1;
+  const fileRows = total;
+  const startedAt = Date.now();
+
+  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, fileRows, hash));
+  const nextIndex = Number(started.next_index);
+  const already = preloaded ? { rows: preloaded.next - preloaded.from, chunks: preloaded.chunks } : undefined;
+  const result: ImportFileResult = { batch, digest: record.digest, nextIndex, rows: already?.rows ?? 0, done: false };
+  // Paused or cancelled during pass 1: no chunk goes.
+  const stop = stopFor(started);
+  if (stop && nextIndex < total) return { ...result, stopped: stop };
+  if (preloaded) {
+    const progress = {
+      name: batch,
+      batches: preloaded.chunks,
+      items: result.rows,
+      total,
+      bytes: preloaded.bytes,
+      totalBytes: record.bytes,
+    };
+    onProgress?.(progressSince(startedAt, progress));
+  }
+  if (nextIndex >= total) return { ...result, done: true };
+  if (signal?.aborted) return result;
+  const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;
+  // A pipelined committer has two chunks in flight: the COPY rows stay valid until two more chunks are taken.
+  const depth = committer?.pipelined ? 2 : 1;
+  const chunk = new ChunkRows(bulk ? Buffer.from(batch) : null, depth);
+  const pipeline = new ChunkPipeline<TakenRows>({
+    db,
+    batch,
+    record,
+    total,
+    nextIndex,
+    depth,
+    control,
+    signal,
+    onProgress,
+    already,
+    commit: (taken, order) =>
+      taken.copy
+        ? commitCopy(committer!, batch, record.digest, taken.start, taken.copy, order, () =>
+            rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows),
+          )
+        : commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler),
+  });
+  const submit = () => pipeline.submit((from) => chunk.take(from));
+  const full = (at: number) => chunk.count === size && pipeline.endsBefore(at);
+  return pipeline.run(
+    async () => {
+      // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
+      const onBytes = (read: number) => (pipeline.bytes = read);
+      const blocks = decoded(verifiedBlocks(path, record, batch, { onBytes, reuseBuffer: format === 'csv' && !gzip }), gzip);
+      const changed = <T>(items: AsyncGenerator<T>) => unchanged(items, batch, record);
+      if (!(await fillChunks(format, blocks, chunk, () => pipeline.next, full, submit, changed))) return false;
+      if (chunk.count > 0) await submit();
+      return true;
+    },
+    committer ? () => committer.close() : undefined,
+  );
+}
+
+/**
+ * Pass 1 of a batch that must be validated: the file's digest and row count, and, for the built-in
+ * table on a connection of the import's own, what pass 2 loaded beside it (Preload, straight to
+ * binary COPY where the dialect has a bulk path); null when `signal` stopped it.
+ */
+async function validateWithPreload(
+  db: Db,
+  batch: string,
+  path: string,
+  format: ImportFormat,
+  gzip: boolean,
+  size: number,
+  bulk: boolean,
+  options: { handler?: unknown; signal?: AbortSignal; durable?: boolean },
+): Promise<{ record: SourceRecord; total: number; preloaded?: Preloaded | null } | null> {
+  const record = newSourceRecord();
   const preload = bulk && holdsConnection(db) && (await worthPreloading(path)) ? await Preload.open(dataSourceOf(db), batch, size) : null;
   preload?.start(path, format, gzip, record);
   let total: number | null;
   try {
-    total = await validateSource(path, format, gzip, record, batch, !handler, signal);
+    total = await validateSource(path, format, gzip, record, batch, !options.handler, options.signal);
   } catch (error) {
     recordingEnded(record);
     await preload?.abandon();
@@ -148,79 +264,10 @@ export async function importFile<R = Row>(db: Db, batch: string, path: string, o
   recordingEnded(record);
   if (total === null) {
     await preload?.abandon();
-    return storedState(db, batch);
+    return null;
   }
-  const fileRows = total;
-  const startedAt = Date.now();
-  const preloaded = preload ? await commitPreload(preload, batch, record.digest, fileRows, options.durable === true) : null;
-
-  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, fileRows));
-  const rows = preloaded ? preloaded.next - preloaded.from : 0;
-  const result: ImportFileResult = { batch, digest: record.digest, nextIndex: Number(started.next_index), rows, done: false };
-  let bytes = 0;
-  let batches = preloaded?.chunks ?? 0;
-  if (preloaded) onProgress?.(progressSince(startedAt, { name: batch, batches, items: rows, total, bytes: preloaded.bytes, totalBytes: record.bytes }));
-  if (result.nextIndex >= total) return { ...result, done: true };
-  if (signal?.aborted) return result;
-  const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;
-  // A pipelined committer has two chunks in flight: the COPY rows stay valid until two more chunks are taken.
-  const depth = committer?.pipelined ? 2 : 1;
-  const chunk = new ChunkRows(bulk ? Buffer.from(batch) : null, depth);
-  const spans = new LoopSpans();
-  const commit = async (taken: TakenRows, order: ChunkOrder) => {
-    const outcome = await spans.traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
-      const committed = taken.copy
-        ? await commitCopy(committer!, batch, record.digest, taken.start, taken.copy, order, () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows))
-        : await commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler);
-      span.committed(committed?.written ?? 0, (committed?.written ?? 0) > 0);
-      return committed;
-    });
-    // Results are taken in chunk order; an abandoned chunk (null) changed nothing.
-    await order.previous;
-    if (outcome === null) return;
-    result.nextIndex = outcome.next;
-    if (outcome.written === 0) return;
-    result.rows += outcome.written;
-    batches++;
-    onProgress?.(
-      progressSince(startedAt, { name: batch, batches, items: result.rows, total, bytes, totalBytes: record.bytes }),
-    );
-  };
-  const inFlight = new ChunkInFlight(commit, depth);
-  /** Waits until another chunk may go (`depth` in flight), then sends this one; false when the import is to stop instead. */
-  const submit = async (): Promise<boolean> => {
-    await inFlight.ready();
-    // An abort during the chunk in flight stops before the next one, the file's last chunk included.
-    if (result.nextIndex >= total || signal?.aborted) {
-      // Never return with a chunk in flight: its connection goes back to the pool after the import.
-      await inFlight.settle();
-      return false;
-    }
-    // Another runner of this import may have committed some of these rows already.
-    const taken = chunk.take(result.nextIndex);
-    if (taken) inFlight.start(taken);
-    return true;
-  };
-  // The chunk that ends the file waits for the end of the file: only then is all of it verified.
-  const full = (at: number) => chunk.count === size && at + 1 < total;
-  const stopped = () => ({ ...result, done: result.nextIndex >= total });
-
-  try {
-    // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
-    const blocks = decoded(verifiedBlocks(path, record, batch, { onBytes: (read) => (bytes = read), reuseBuffer: format === 'csv' && !gzip }), gzip);
-    const changed = <T>(items: AsyncGenerator<T>) => unchanged(items, batch, record);
-    if (!(await fillChunks(format, blocks, chunk, () => result.nextIndex, full, submit, changed))) return stopped();
-    if (chunk.count > 0) await submit();
-    await inFlight.settle();
-  } catch (error) {
-    // Never return while a chunk is still committing; the error that stopped the import wins.
-    await inFlight.settle().catch(() => undefined);
-    throw error;
-  } finally {
-    spans.flush();
-    await committer?.close();
-  }
-  return stopped();
+  const preloaded = preload ? await commitPreload(preload, batch, record.digest, total, options.durable === true) : null;
+  return { record, total, preloaded };
 }
 
 /** Pass 1: digest and validate the whole file; the number of rows, or null when `signal` stopped it. */
@@ -268,7 +315,14 @@ async function validateSource(
 }
 
 /** The second look behind duplicate detection: the ids of the given rows (ascending indexes), read again. */
-async function idsAt(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord, batch: string, indexes: number[]): Promise<Map<number, string>> {
+async function idsAt(
+  path: string,
+  format: ImportFormat,
+  gzip: boolean,
+  record: SourceRecord,
+  batch: string,
+  indexes: number[],
+): Promise<Map<number, string>> {
   const wanted = new Set(indexes);
   const last = indexes[indexes.length - 1];
   const ids = new Map<number, string>();
@@ -283,20 +337,16 @@ async function idsAt(path: string, format: ImportFormat, gzip: boolean, record: 
   return ids;
 }
 
-/** In pass 2 the bytes are those pass 1 validated, so a row error can only mean the file changed. */
-async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, record: SourceRecord): AsyncGenerator<T> {
-  try {
-    yield* items;
-  } catch (error) {
-    if (error instanceof InvalidInputError) {
-      throw new FingerprintMismatchError(`The file of import "${batch}" changed while it was being imported (digest ${record.digest} when validated).`);
-    }
-    throw error;
-  }
-}
-
 /** Rows `start…start + count − 1` of the source, read again (to name a row the database refused). */
-async function rowsAt(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord, batch: string, start: number, count: number): Promise<Row[]> {
+async function rowsAt(
+  path: string,
+  format: ImportFormat,
+  gzip: boolean,
+  record: SourceRecord,
+  batch: string,
+  start: number,
+  count: number,
+): Promise<Row[]> {
   const found: Row[] = [];
   let index = 0;
   for await (const rows of readRows(format, decoded(verifiedBlocks(path, record, batch, { recordedOnly: true }), gzip))) {
@@ -364,29 +414,23 @@ function sharedCommitter(db: Db, batch: string, digest: string, asynchronousBefo
  * trip to begin — pipelined: a chunk is sent while the one before commits, and commits only after
  * it. Serialization failures and deadlocks are retried as `transact` retries them.
  */
-function heldCommitter(dataSource: DataSource, batch: string, digest: string, asynchronousBefore: number | null, signal: AbortSignal | undefined): BulkCommitter {
+function heldCommitter(
+  dataSource: DataSource,
+  batch: string,
+  digest: string,
+  asynchronousBefore: number | null,
+  signal: AbortSignal | undefined,
+): BulkCommitter {
   let runner: QueryRunner | null = null;
   const connection = () => (runner ??= dataSource.createQueryRunner());
   return {
     pipelined: true,
     async write(start, rows, order) {
       const asynchronous = mayCommitAsynchronously(start, rows, asynchronousBefore);
-      for (let attempt = 1; ; attempt++) {
-        try {
-          // Committed only after the chunk before it, and not once the import is stopped.
-          const proceed = order.previous.then((committed) => committed && !signal?.aborted);
-          return await copyTransaction(connection(), batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent, binary: true });
-        } catch (error) {
-          if (error instanceof AbandonedPipeline) {
-            // Sent behind a chunk that did not commit: once that one has settled, this one goes again, or not at all.
-            if (!(await order.previous) || signal?.aborted) return null;
-            attempt--;
-            continue;
-          }
-          if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
-        }
-        await retryPause(attempt);
-      }
+      const proceed = proceedAfter(order, signal);
+      return pipelinedWrite(order, signal, () =>
+        copyTransaction(connection(), batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent, binary: true }),
+      );
     },
     // Reads in autocommit on the same connection: a pool of one connection cannot starve them.
     read: (fn) => fn(connection().manager),
@@ -403,7 +447,13 @@ function heldCommitter(dataSource: DataSource, batch: string, digest: string, as
  * transactions. Chunks that end before row `asynchronousBefore` commit asynchronously where the
  * import owns their transaction.
  */
-function bulkCommitter(db: Db, batch: string, digest: string, asynchronousBefore: number | null, signal: AbortSignal | undefined): BulkCommitter {
+function bulkCommitter(
+  db: Db,
+  batch: string,
+  digest: string,
+  asynchronousBefore: number | null,
+  signal: AbortSignal | undefined,
+): BulkCommitter {
   if (!holdsConnection(db)) return sharedCommitter(db, batch, digest, asynchronousBefore);
   return heldCommitter(dataSourceOf(db), batch, digest, asynchronousBefore, signal);
 }
@@ -444,12 +494,12 @@ async function commitCopy(
   rows: CopyRows,
   order: ChunkOrder,
   reread: () => Promise<Row[]>,
-): Promise<{ next: number; written: number } | null> {
+): Promise<ChunkOutcome | null> {
   for (let attempt = 1; ; attempt++) {
     try {
       const written = await committer.write(start, rows, order);
       if (written === null) return null;
-      if (written) return { next: start + rows.rows, written: rows.rows };
+      if (written) return { next: start + rows.rows, written: rows.rows, advanced: true };
     } catch (error) {
       // Pass 1 rejected duplicates within the file, so the insert can only clash with rows stored
       // another way (applyChunk): looked up only now, once the chunk rolled back, to name the row.
@@ -460,13 +510,9 @@ async function commitCopy(
       throw clash ?? error;
     }
     const stored = await committer.read((manager) => readImport(manager, batch));
-    if (stored === undefined) throw cursorMismatch(batch, stored, start);
-    if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
-    const next = Number(stored.next_index);
-    if (next > start) return { next, written: 0 };
     // At `start` again by now (a racing runner rolled back): try once more.
-    if (next === start && attempt < MAX_ATTEMPTS) continue;
-    throw cursorMismatch(batch, stored, start);
+    if (stored?.digest === digest && Number(stored.next_index) === start && !stopFor(stored) && attempt < MAX_ATTEMPTS) continue;
+    return notAtStart(batch, digest, start, stored);
   }
 }
 
@@ -482,18 +528,13 @@ async function commitChunk(
   start: number,
   rows: Row[],
   handler: ImportFileOptions['handler'],
-): Promise<{ next: number; written: number }> {
+): Promise<ChunkOutcome> {
   let inserting = false;
   try {
-    return await transact(db, async (tx) => {
+    return await transact(db, async (tx): Promise<ChunkOutcome> => {
       // The usual case in one statement: the checkpoint is at `start`, so advance it (and hold its lock).
       if (!(await advanceImport(tx, batch, digest, start, start + rows.length))) {
-        const stored = await lockImport(tx, batch);
-        if (stored === undefined) throw cursorMismatch(batch, stored, start);
-        if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
-        const next = Number(stored.next_index);
-        if (next > start) return { next, written: 0 };
-        throw cursorMismatch(batch, stored, start);
+        return notAtStart(batch, digest, start, await lockImport(tx, batch));
       }
       if (handler) {
         await handler(rows, tx, start);
@@ -502,7 +543,7 @@ async function commitChunk(
         await bulkInsertItems(tx, batch, rows, start);
         inserting = false;
       }
-      return { next: start + rows.length, written: rows.length };
+      return { next: start + rows.length, written: rows.length, advanced: true };
     });
   } catch (error) {
     // Pass 1 rejected duplicates within the file, so the insert can only clash with rows stored
@@ -514,17 +555,26 @@ async function commitChunk(
   }
 }
 
-/** What is committed for `batch`, for a call stopped before it wrote anything. */
-async function storedState(db: Db, batch: string): Promise<ImportFileResult> {
-  const row = await transact(db, (tx) => readImport(tx, batch));
-  const nextIndex = row ? Number(row.next_index) : 0;
-  const total = row?.total_rows === null || row === undefined ? null : Number(row.total_rows);
-  return { batch, digest: row?.digest ?? '', nextIndex, rows: 0, done: total !== null && nextIndex >= total };
-}
-
-/** `check` for the lab's rows: pass 1 alone; its rules stop at the first invalid row, so that is the one reported. */
-async function checkSource(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord, batch: string, builtInTable: boolean): Promise<ImportFileResult> {
-  const result: ImportFileResult = { batch, digest: '', nextIndex: 0, rows: 0, done: false, skipped: 0, invalid: 0, errors: [] };
+/** `check` for the id/value rows: pass 1 alone; its rules stop at the first invalid row, so that is the one reported. */
+async function checkSource(
+  path: string,
+  format: ImportFormat,
+  gzip: boolean,
+  record: SourceRecord,
+  batch: string,
+  builtInTable: boolean,
+): Promise<ImportFileResult> {
+  const result: ImportFileResult = {
+    batch,
+    digest: '',
+    nextIndex: 0,
+    rows: 0,
+    done: false,
+    skipped: 0,
+    invalid: 0,
+    errors: [],
+    summary: [],
+  };
   try {
     result.rows = (await validateSource(path, format, gzip, record, batch, builtInTable, undefined)) ?? 0;
     result.digest = record.digest;
@@ -533,6 +583,7 @@ async function checkSource(path: string, format: ImportFormat, gzip: boolean, re
     result.invalid = 1;
     result.rows = error.index;
     result.errors = [{ index: error.index, field: null, reason: error.message }];
+    result.summary = [{ field: null, reason: error.message, rows: 1, firstIndex: error.index }];
   }
   return result;
 }

@@ -14,7 +14,5 @@ export async function values(db: Db, batch: string): Promise<[string, number][]>
   validateBatch(batch);
   const rows = await transact(db, (tx) => selectItems(tx, batch));
   // Sorted here, not by ORDER BY: database collations differ from code-point order.
-  return rows
-    .map((row): [string, number] => [row.id, Number(row.value)])
-    .sort((a, b) => compareCodePoints(a[0], b[0]));
+  return rows.map((row): [string, number] => [row.id, Number(row.value)]).sort((a, b) => compareCodePoints(a[0], b[0]));
 }

@@ -5,6 +5,7 @@ import { InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { run } from '../core/run-statement';
 import { dataSourceOf } from '../core/transaction';
 import type { Row } from './row';
+import { activeCondition } from '../control/control-store';
 
 const IMPORTS = 'checkpoint_imports';
 export const ITEMS = 'checkpoint_import_items';
@@ -29,6 +30,11 @@ export interface ImportRow {
   skipped_rows: number | string | null;
   chunks: number | string | null;
   started_at: number | string | null;
+  /** 'active', 'paused' or 'cancelled' (see `pause`). */
+  state: string;
+  throttled_ms: number | string;
+  /** The options hash of the pass 1 that validated the file (see `ImportResume1765843200000`). */
+  validated_options: string | null;
 }
 
 /** What one committed chunk adds to its batch's counts: rows written and rows `map` skipped. */
@@ -62,7 +68,10 @@ export function validateDigest(digest: unknown): asserts digest is string {
  */
 export function checkStorableId(id: string, index: number): void {
   if (id.length > MAX_ID_LENGTH && Array.from(id).length > MAX_ID_LENGTH) {
-    throw new InvalidInputError(`Row ${index}: id is longer than ${MAX_ID_LENGTH} characters, the limit of checkpoint_import_items.`, index);
+    throw new InvalidInputError(
+      `Row ${index}: id is longer than ${MAX_ID_LENGTH} characters, the limit of checkpoint_import_items.`,
+      index,
+    );
   }
   if (id.includes('\u0000') || LONE_SURROGATE.test(id)) {
     throw new InvalidInputError(`Row ${index}: id contains U+0000 or a lone surrogate, which the database cannot store.`, index);
@@ -120,9 +129,10 @@ export async function updateImport(tx: EntityManager, batch: string, values: Rec
 }
 
 /**
- * Advances the checkpoint from `start` to `next` only if it is at `start` under `digest`: one
- * statement that checks, writes and locks the row for the rest of the transaction. False when
- * the row is not in that state (the caller reads it to say why).
+ * Advances the checkpoint from `start` to `next` only if it is at `start` under `digest` and the
+ * batch is active: one statement that checks, writes and locks the row for the rest of the
+ * transaction. False when the row is not in that state (the caller reads it to say why: another
+ * runner went ahead, a pause or a cancel).
  */
 export async function advanceImport(
   tx: EntityManager,
@@ -150,13 +160,20 @@ function chunkCountAssignments(q: (column: string) => string): string {
 }
 
 /** The statement of `advanceImport`. */
-function advanceStatement(tx: EntityManager, batch: string, digest: string, start: number, next: number, counts: ChunkCounts): BoundStatement {
+function advanceStatement(
+  tx: EntityManager,
+  batch: string,
+  digest: string,
+  start: number,
+  next: number,
+  counts: ChunkCounts,
+): BoundStatement {
   const dialect = sqlOf(tx);
   const q = (column: string) => dialect.quote(column);
   return {
     sql: dialect.sql(
       `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} ` +
-        `WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ?`,
+        `WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ? AND ${activeCondition(dialect)}`,
     ),
     parameters: [next, Date.now(), counts.rows, counts.skipped, counts.chunks ?? 1, batch, start, digest],
   };
@@ -168,7 +185,9 @@ export async function countedAdvance(tx: EntityManager, batch: string, next: num
   const q = (column: string) => dialect.quote(column);
   await run(
     tx,
-    dialect.sql(`UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} WHERE ${q('id')} = ?`),
+    dialect.sql(
+      `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} WHERE ${q('id')} = ?`,
+    ),
     [next, Date.now(), counts.rows, counts.skipped, counts.chunks ?? 1, batch],
     `updating import "${batch}"`,
   );
@@ -205,7 +224,11 @@ export function assertingAdvance(
 ): BoundStatement {
   const { sql, parameters } = advanceStatement(tx, batch, digest, start, next, counts);
   const unflushed = asynchronous ? sqlOf(tx).asynchronousCommitExpression : undefined;
-  return { sql: `WITH advanced AS (${sql} RETURNING 1) SELECT 1 / COUNT(*)${unflushed ? `, ${unflushed}` : ''} FROM advanced`, parameters, prepare: true };
+  return {
+    sql: `WITH advanced AS (${sql} RETURNING 1) SELECT 1 / COUNT(*)${unflushed ? `, ${unflushed}` : ''} FROM advanced`,
+    parameters,
+    prepare: true,
+  };
 }
 
 /**
@@ -365,7 +388,9 @@ export async function selectItems(tx: EntityManager, batch: string): Promise<{ i
   const dialect = sqlOf(tx);
   return run(
     tx,
-    dialect.sql(`SELECT ${dialect.quote('id')}, ${dialect.quote('value')} FROM ${dialect.quote(ITEMS)} WHERE ${dialect.quote('batch')} = ?`),
+    dialect.sql(
+      `SELECT ${dialect.quote('id')}, ${dialect.quote('value')} FROM ${dialect.quote(ITEMS)} WHERE ${dialect.quote('batch')} = ?`,
+    ),
     [batch],
     `reading rows of import "${batch}"`,
   );

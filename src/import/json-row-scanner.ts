@@ -351,10 +351,7 @@ export class JsonRowScanner {
 
   private fail(what: string): never {
     const index = this.errorIndex();
-    throw new InvalidInputError(
-      index === undefined ? `Invalid JSON: ${what}.` : `Invalid JSON in item ${index}: ${what}.`,
-      index,
-    );
+    throw new InvalidInputError(index === undefined ? `Invalid JSON: ${what}.` : `Invalid JSON in item ${index}: ${what}.`, index);
   }
 }
 

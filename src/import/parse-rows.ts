@@ -25,10 +25,7 @@ export function endJsonBytes(scanner: JsonRowScanner, decoder: Utf8Text): void {
 
 function invalidUtf8(scanner: JsonRowScanner, offset: number): InvalidInputError {
   const index = scanner.errorIndex();
-  return new InvalidInputError(
-    `The input is not valid UTF-8 (byte ${offset}${index === undefined ? '' : `, in item ${index}`}).`,
-    index,
-  );
+  return new InvalidInputError(`The input is not valid UTF-8 (byte ${offset}${index === undefined ? '' : `, in item ${index}`}).`, index);
 }
 
 /**

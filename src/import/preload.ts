@@ -6,7 +6,7 @@ import { beginIn } from './begin';
 import { ChunkRows, fillChunks } from './chunk-rows';
 import { advanceImport, ITEM_COLUMNS, ITEMS, readImport, rollbackQuietly } from './import-store';
 import type { ImportFormat } from './read-rows';
-import { gunzipped } from './records/record-readers';
+import { gunzipped } from './gunzipped';
 import { recordingEnd, type SourceRecord, verifiedBlocks } from './source-blocks';
 
 /**
@@ -155,7 +155,10 @@ export class Preload {
       const tx = this.runner.manager;
       const row = await beginIn(tx, this.batch, digest, total);
       const next = this.from + this.sent;
-      if (Number(row.next_index) !== this.from || !(await advanceImport(tx, this.batch, digest, this.from, next, { rows: this.sent, skipped: 0, chunks: this.chunks }))) {
+      if (
+        Number(row.next_index) !== this.from ||
+        !(await advanceImport(tx, this.batch, digest, this.from, next, { rows: this.sent, skipped: 0, chunks: this.chunks }))
+      ) {
         return await this.rollback();
       }
       const asynchronous = dialectOf(this.dataSource).asynchronousCommit;

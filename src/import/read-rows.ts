@@ -5,12 +5,24 @@ import { jsonArrayRows } from './json-array-rows';
 import { ndjsonRows } from './ndjson-rows';
 import type { Row } from './row';
 
+/** A source file's format: a JSON array, newline-delimited JSON, or CSV with a header row. */
 export type ImportFormat = 'json' | 'ndjson' | 'csv';
 
 const FORMATS: readonly ImportFormat[] = ['json', 'ndjson', 'csv'];
-const EXTENSIONS: Record<string, ImportFormat> = { '.json': 'json', '.ndjson': 'ndjson', '.jsonl': 'ndjson', '.csv': 'csv' };
+const EXTENSIONS: Record<string, ImportFormat> = {
+  '.json': 'json',
+  '.ndjson': 'ndjson',
+  '.jsonl': 'ndjson',
+  '.csv': 'csv',
+  '.tsv': 'csv',
+};
 
-/** The given format, or the one the file extension names (.json, .ndjson/.jsonl, .csv). */
+/** A `.tsv` file (before any `.gz`) is CSV with a tab delimiter. */
+export function isTsv(path: string): boolean {
+  return extname(path).toLowerCase() === '.tsv';
+}
+
+/** The given format, or the one the file extension names (.json, .ndjson/.jsonl, .csv, .tsv). */
 export function formatOf(path: string, format: unknown): ImportFormat {
   if (format !== undefined) {
     if (!FORMATS.includes(format as ImportFormat)) {

@@ -4,7 +4,8 @@ import { deleteRejects } from './records/write-records';
 
 /**
  * The explicit override of the digest guard (CLI `--replace`): in one transaction, deletes the
- * batch's rows from `checkpoint_import_items` and its rejects, binds the batch to `digest` and restarts it at 0.
+ * batch's rows from `checkpoint_import_items` and its rejects, binds the batch to `digest` and restarts it at 0
+ * (active again, when it was paused or cancelled).
  * Rows a `handler` wrote to the application's own tables are the application's to undo.
  */
 export async function replaceImport(db: Db, batch: string, digest: string): Promise<void> {
@@ -15,6 +16,7 @@ export async function replaceImport(db: Db, batch: string, digest: string): Prom
     await lockImport(tx, batch);
     await deleteItems(tx, batch);
     await deleteRejects(tx, batch);
-    await updateImport(tx, batch, { digest, next_index: 0, total_rows: null, ...freshCounts() });
+    // A fresh start: a cancelled or paused batch runs again.
+    await updateImport(tx, batch, { digest, next_index: 0, total_rows: null, ...freshCounts(), state: 'active', throttled_ms: 0 });
   });
 }

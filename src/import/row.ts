@@ -2,7 +2,9 @@ import { InvalidInputError } from '../core/errors';
 
 /** One imported row: a non-empty string id and an integer value within ±(2^53−1). */
 export interface Row {
+  /** Non-empty; unique within an import batch. */
   id: string;
+  /** An integer within ±(2^53−1). */
   value: number;
 }
 
@@ -12,10 +14,7 @@ const INTEGER_TEXT = /^-?[0-9]+$/;
 /** The id rule shared by every reader: a non-empty string. */
 export function checkId(id: unknown, index: number): string {
   if (typeof id !== 'string') {
-    throw new InvalidInputError(
-      `Row ${index}: id must be a string, got ${id === undefined ? 'no id' : describeValue(id)}.`,
-      index,
-    );
+    throw new InvalidInputError(`Row ${index}: id must be a string, got ${id === undefined ? 'no id' : describeValue(id)}.`, index);
   }
   if (id.length === 0) throw new InvalidInputError(`Row ${index}: id must not be empty.`, index);
   return id;
@@ -24,10 +23,7 @@ export function checkId(id: unknown, index: number): string {
 /** The value rule for a number as written in the source (JSON number text or a CSV field). */
 export function integerFromText(text: string, index: number): number {
   if (!INTEGER_TEXT.test(text)) {
-    throw new InvalidInputError(
-      `Row ${index}: value must be written as an integer (like 42), not ${JSON.stringify(text)}.`,
-      index,
-    );
+    throw new InvalidInputError(`Row ${index}: value must be written as an integer (like 42), not ${JSON.stringify(text)}.`, index);
   }
   return safeInteger(Number(text), text, index);
 }

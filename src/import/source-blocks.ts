@@ -91,7 +91,7 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
   let block = buffers ? buffers[0] : Buffer.allocUnsafe(blockSize);
   let reading: Promise<number> | null = fill(block, 0);
   try {
-    for (let position = 0; reading; ) {
+    for (let position = 0; reading;) {
       const filled = await reading;
       const current = block;
       position += filled;

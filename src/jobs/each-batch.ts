@@ -1,36 +1,71 @@
 import type { EntityManager } from 'typeorm';
 import { FingerprintMismatchError, InvalidArgumentError } from '../core/errors';
 import { encodeJson, type Json, decodeJson } from '../core/json';
-import { assertKind, insertJob, type JobRow, jobLockAtBegin, jobUpdateAtCommit, lockJob, readJob, updateJob, updateJobUnchanged, validateName, toStatus } from './job-store';
+import {
+  assertKind,
+  insertJob,
+  type JobRow,
+  jobLockAtBegin,
+  jobUpdateAtCommit,
+  lockJob,
+  readJob,
+  updateJob,
+  updateJobUnchanged,
+  validateName,
+  toStatus,
+} from './job-store';
 import { type Progress, progressSince } from '../core/progress';
+import { endedTotal, startingTotal } from './job-total';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 import { TransactionLane } from '../core/transaction-lane';
 import { LoopSpans, type SpanScope } from '../core/telemetry';
 import { dialectOf } from '../dialect';
+import { JOBS } from '../control/control-store';
+import { stopFor, type StopReason } from '../control/job-state';
+import { type ControlOptions, LoopControl, validateControlOptions } from '../control/loop-control';
 
 /** One page of a source; `next === null` marks the last page. */
 export interface Page<T> {
+  /** The page's items; an empty array ends the job (no batch is run for it). */
   items: T[];
+  /** The cursor stored with this batch and passed back to the source for the next page; `null` ends the job after this batch. */
   next: Json;
 }
 
-/** Returns the page after `cursor` (`null` on the very first call), at most `limit` items. */
-export type Source<T> = (cursor: Json, limit: number, tx: EntityManager) => Promise<Page<T>> | Page<T>;
+/**
+ * Returns the page after `cursor` (`null` on the very first call), at most `limit` items. May carry
+ * a `total` of its own (a property of the function): how many items the whole job will visit.
+ */
+export type Source<T> = {
+  (cursor: Json, limit: number, tx: EntityManager): Promise<Page<T>> | Page<T>;
+  /**
+   * How many items the job will visit over its whole run (null: unknown), asked once when the job
+   * starts, or when a job stored without a total resumes; shown as `status().total` and
+   * `Progress.total` until the job ends. `sqlSource` estimates it from the database.
+   */
+  total?: (tx: EntityManager) => Promise<number | null>;
+};
 
-export interface EachBatchOptions {
+/** Options of {@link eachBatch}; `signal`, `maxRuntimeMs`, `throttle` and `whilePaused` are {@link ControlOptions}. */
+export interface EachBatchOptions extends ControlOptions {
+  /** Called after each committed batch; an error it throws propagates out of `eachBatch`. */
   onProgress?(progress: Progress): void;
-  /** Stops cleanly after the current batch commits. */
-  signal?: AbortSignal;
-  /** Identifies the input; resuming a job with a different fingerprint is FINGERPRINT_MISMATCH. */
+  /** Identifies the input; resuming the job with a different fingerprint throws `FINGERPRINT_MISMATCH` (a job stored without one adopts it). At most 512 characters. */
   fingerprint?: string;
 }
 
 /** `batches`/`items` count this call only; `status()` has the totals. */
 export interface EachBatchResult {
+  /** Batches committed by this call. */
   batches: number;
+  /** Items committed by this call. */
   items: number;
+  /** True if the job is finished (now or by an earlier run); false if it stopped before its end. */
   done: boolean;
+  /** The last committed cursor (`null` if no batch has committed yet). */
   cursor: Json;
+  /** Why the call returned before the job's end (a pause, a cancel, `maxRuntimeMs`, `signal`); absent when it ran to its natural end. */
+  stopped?: StopReason;
 }
 
 function validate(name: unknown, source: unknown, limit: unknown, handler: unknown, options: EachBatchOptions): void {
@@ -46,6 +81,7 @@ function validate(name: unknown, source: unknown, limit: unknown, handler: unkno
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new InvalidArgumentError('eachBatch: onProgress must be a function.');
   }
+  validateControlOptions(options, 'eachBatch');
 }
 
 export function checkFingerprint(row: JobRow, fingerprint: string | undefined): void {
@@ -74,6 +110,8 @@ type Round =
   | { kind: 'finished'; cursor: Json }
   /** The batch found the job row moved before its handler ran (JobRowMoved): run it again under the lock. */
   | { kind: 'moved' }
+  /** The job row, read under its lock before the batch, says paused or cancelled: no batch ran. */
+  | { kind: 'stopped'; stop: 'paused' | 'cancelled' }
   /** `advance`: the job row as the batch leaves it, written with the COMMIT unless `advanced` (already written). */
   | { kind: 'batch'; items: number; cursor: Json; done: boolean; advance?: Advance; advanced?: boolean };
 
@@ -84,7 +122,9 @@ function jobReset(name: string): InvalidArgumentError {
 /**
  * Runs job `name` to completion, one batch per transaction: `source(cursor)`, then
  * `handler(items, tx)`, then the new cursor — committed together with the handler's writes.
- * A crashed or failed run resumes at the first uncommitted batch.
+ * A crashed or failed run resumes at the first uncommitted batch; a handler's error re-raises
+ * unchanged after its batch rolls back. Throws `INVALID_ARGUMENT` (bad arguments),
+ * `FINGERPRINT_MISMATCH` (another input under this name) or `NON_SERIALIZABLE` (a cursor that is not JSON).
  */
 export async function eachBatch<T>(
   db: Db,
@@ -99,8 +139,13 @@ export async function eachBatch<T>(
   const result: EachBatchResult = { batches: 0, items: 0, done: false, cursor: null };
   if (signal?.aborted) {
     const stored = await transact(db, async (tx) => readJob(tx, name));
-    return stored ? { ...result, done: toStatus(stored).done, cursor: toStatus(stored).cursor } : result;
+    const stopped = { ...result, stopped: 'signal' as const };
+    if (!stored) return stopped;
+    const { done, cursor } = toStatus(stored);
+    // A finished job's call ends as it would have anyway: nothing was stopped.
+    return done ? { ...result, done, cursor } : { ...stopped, cursor };
   }
+  const control = new LoopControl(db, JOBS, name, options);
 
   // The job row exists before the first batch, so a job whose first batch failed is listed.
   const start = await transact(db, async (tx) => {
@@ -109,10 +154,15 @@ export async function eachBatch<T>(
     assertKind(row, 'batch');
     checkFingerprint(row, fingerprint);
     if (fingerprint !== undefined && row.fingerprint === null) await updateJob(tx, name, { fingerprint });
-    return toStatus(row);
+    // The estimate is read here, once per call, never per batch.
+    const total = await startingTotal(tx, row, source.total);
+    return { ...toStatus(row), total, stop: stopFor(row) };
   });
   result.cursor = start.cursor;
   if (start.done) return { ...result, done: true };
+  // A paused or cancelled job: the source is not called (with whilePaused 'wait', once resumed, the first batch reads the row again).
+  const held = start.stop && (await control.stopped(start.stop));
+  if (held) return { ...result, stopped: held };
 
   let followed = false;
   // What the last batch committed on the lane: its transaction's opening statement locked the job
@@ -142,6 +192,8 @@ export async function eachBatch<T>(
       if (!locked) throw jobReset(name);
       checkFingerprint(locked, fingerprint);
       if (locked.done === true || Number(locked.done) === 1) return { kind: 'finished', cursor: decodeJson(locked.cursor) };
+      const stop = stopFor(locked);
+      if (stop) return { kind: 'stopped', stop };
       row = locked;
     }
     const cursor = decodeJson(row.cursor);
@@ -149,21 +201,22 @@ export async function eachBatch<T>(
     const page = checkPage<T>(await source(cursor, limit, tx));
     const now = Date.now();
     if (page.items.length === 0) {
-      if (!unlocked) await updateJob(tx, name, { done: true, finished_at: now });
-      else if (!(await updateJobUnchanged(tx, name, { done: true, finished_at: now }, unlocked))) throw new JobRowMoved();
+      const ended = { done: true, finished_at: now, ...endedTotal(Number(row.items)) };
+      if (!unlocked) await updateJob(tx, name, ended);
+      else if (!(await updateJobUnchanged(tx, name, ended, unlocked))) throw new JobRowMoved();
       return { kind: 'finished', cursor };
     }
     const next = encodeJson(page.next, 'The cursor returned by the source');
     const done = page.next === null;
     const advance = { cursor: next, batches: Number(row.batches) + 1, items: Number(row.items) + page.items.length };
-    const final = { ...advance, done, ...(done ? { finished_at: now } : {}) };
+    const final = { ...advance, done, ...(done ? { finished_at: now, ...endedTotal(advance.items) } : {}) };
     if (unlocked && !(await updateJobUnchanged(tx, name, final, unlocked))) throw new JobRowMoved();
     await handler(page.items, tx);
     span.committed(page.items.length, true);
     const round = { kind: 'batch' as const, items: page.items.length, cursor: decodeJson(next), done };
     if (advanceAtCommit && !done) {
-      // Another batch follows at once unless the call is stopping: its BEGIN goes with this COMMIT.
-      followed = !signal?.aborted;
+      // Another batch follows at once unless the call is stopping or may wait: its BEGIN goes with this COMMIT.
+      followed = control.followsAtOnce();
       return { ...round, advance, advanced: unlocked !== undefined };
     }
     if (!unlocked) await updateJob(tx, name, final);
@@ -174,10 +227,14 @@ export async function eachBatch<T>(
   // cursor update, COMMIT, the next batch's BEGIN and its lock of the job row in one round trip.
   // MySQL/MariaDB: the same connection, each batch's COMMIT beginning the next (COMMIT AND CHAIN).
   const lane = TransactionLane.fits(db) ? new TransactionLane(() => followed, { giveWay: true }) : undefined;
-  const startedAt = Date.now();
+  const startedAt = control.startedAt;
   const spans = new LoopSpans();
+  // Any wait between batches happens outside a transaction: one begun ahead is rolled back first.
+  const leave = async () => lane?.close();
   try {
-    while (!signal?.aborted) {
+    for (;;) {
+      const why = await control.beforeBatch(result, leave);
+      if (why) return { ...result, stopped: why };
       const round = await spans.traced('batch', { job: name }, async (span): Promise<Round> => {
         if (!lane) return transact(db, (tx) => batch(tx, span, false));
         let outcome;
@@ -201,11 +258,18 @@ export async function eachBatch<T>(
         return outcome.result;
       });
       if (round.kind === 'moved') continue;
+      if (round.kind === 'stopped') {
+        await leave();
+        const stopped = await control.stopped(round.stop);
+        if (stopped) return { ...result, stopped };
+        continue;
+      }
       result.cursor = round.cursor;
       if (round.kind === 'finished') return { ...result, done: true };
       result.batches += 1;
       result.items += round.items;
-      onProgress?.(progressSince(startedAt, { name, batches: result.batches, items: result.items }));
+      const progress = { name, batches: result.batches, items: result.items, ...(start.total === null ? {} : { total: start.total }) };
+      onProgress?.(progressSince(startedAt, progress));
       if (round.done) return { ...result, done: true };
     }
   } finally {
@@ -213,5 +277,4 @@ export async function eachBatch<T>(
     // Rolls back a BEGIN sent ahead for a batch that will not run, and gives the connection back.
     await lane?.close();
   }
-  return result;
 }

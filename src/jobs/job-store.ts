@@ -5,23 +5,60 @@ import { type Dialect, dialectOf, type FinalStatement, type OpeningStatement } f
 import { InvalidArgumentError } from '../core/errors';
 import { decodeJson, type Json } from '../core/json';
 import { dataSourceOf } from '../core/transaction';
+import { activeCondition } from '../control/control-store';
+import { controlStateOf } from '../control/job-state';
 
+/**
+ * What a job row is: an {@link eachBatch} job, a {@link step}, or an {@link eachPartition} job.
+ * @inline
+ */
 export type JobKind = 'batch' | 'step' | 'partitioned';
 
-/** The stored state of a batch job or step. Times are milliseconds since the Unix epoch. */
+/** The stored state of a batch job, step or partitioned job, as {@link status} and {@link list} return it. Times are milliseconds since the Unix epoch. */
 export interface Status {
+  /** The job's or step's name. */
   name: string;
+  /** Which API made it. */
   kind: JobKind;
+  /** True once the job finished or the step recorded its value. */
   done: boolean;
+  /** The last committed cursor (batch jobs; null otherwise or before the first batch). */
   cursor: Json;
+  /** The recorded result (steps; null otherwise or before it is recorded). */
   value: Json;
+  /** Batches committed over every run (a partitioned job: summed over its ranges). */
   batches: number;
+  /** Items committed over every run (a partitioned job: summed over its ranges). */
   items: number;
+  /** When the job row was created. */
   startedAt: number;
+  /** When anything about it last committed. */
   updatedAt: number;
+  /** When it finished; null until done. */
   finishedAt: number | null;
+  /** `'done'` once finished, else what an operator asked: `'active'`, `'paused'` ({@link pause}) or `'cancelled'` ({@link cancel}). */
+  state: 'active' | 'paused' | 'cancelled' | 'done';
+  /** Milliseconds its loops spent waiting on a `throttle`, over every run. */
+  throttledMs: number;
+  /**
+   * Batch and partitioned jobs: the items the whole job visits — its source's estimate, taken when
+   * it started (`totalEstimated: true`), then its item count once done; null when unknown (steps,
+   * a custom source without `total`).
+   */
+  total: number | null;
+  /** True while `total` is the source's estimate; false once the job is done (or without a total). */
+  totalEstimated: boolean;
   /** Partitioned jobs only: their ranges by state (a released range is pending). */
-  partitions?: { pending: number; running: number; done: number; dead: number };
+  partitions?: {
+    /** Ranges waiting for a claim (released or retryable ones included). */
+    pending: number;
+    /** Ranges claimed and not finished. */
+    running: number;
+    /** Ranges finished. */
+    done: number;
+    /** Ranges out of attempts. */
+    dead: number;
+  };
 }
 
 /** A `checkpoint_jobs` row as the drivers return it (pg: int8 as string, sqlite/mysql: 0/1 booleans). */
@@ -37,15 +74,20 @@ export interface JobRow {
   started_at: number | string;
   updated_at: number | string;
   finished_at: number | string | null;
+  state: string;
+  throttled_ms: number | string;
+  total: number | string | null;
+  total_estimated: boolean | number | string;
 }
 
 const TABLE = 'checkpoint_jobs';
 
 export function toStatus(row: JobRow): Status {
+  const done = row.done === true || Number(row.done) === 1;
   return {
     name: row.name,
     kind: row.kind as JobKind,
-    done: row.done === true || Number(row.done) === 1,
+    done,
     cursor: decodeJson(row.cursor),
     value: decodeJson(row.value),
     batches: Number(row.batches),
@@ -53,6 +95,10 @@ export function toStatus(row: JobRow): Status {
     startedAt: Number(row.started_at),
     updatedAt: Number(row.updated_at),
     finishedAt: row.finished_at === null ? null : Number(row.finished_at),
+    state: done ? 'done' : controlStateOf(row.state),
+    throttledMs: Number(row.throttled_ms ?? 0),
+    total: row.total === null || row.total === undefined ? null : Number(row.total),
+    totalEstimated: row.total_estimated === true || Number(row.total_estimated) === 1,
   };
 }
 
@@ -119,12 +165,13 @@ export function assertKind(row: Pick<JobRow, 'name' | 'kind'>, kind: JobKind): v
 
 /**
  * The UPDATE of one job row's `columns` (`updated_at` last, always refreshed), then its name, in the
- * dialect's placeholders; `unchanged`: then its cursor and batch count, and only while not done.
+ * dialect's placeholders; `unchanged`: then its cursor and batch count, and only while not done
+ * and active (a pause or cancel fails it, as a moved row does).
  */
 function jobUpdateSql(dialect: Dialect, columns: string[], unchanged = false): string {
   const q = (column: string) => dialect.quote(column);
   const assignments = [...columns, 'updated_at'].map((column) => `${q(column)} = ?`).join(', ');
-  const guard = unchanged ? ` AND ${q('cursor')} = ? AND ${q('batches')} = ? AND NOT ${q('done')}` : '';
+  const guard = unchanged ? ` AND ${q('cursor')} = ? AND ${q('batches')} = ? AND NOT ${q('done')} AND ${activeCondition(dialect)}` : '';
   return dialect.sql(`UPDATE ${q(TABLE)} SET ${assignments} WHERE ${q('name')} = ?${guard}`);
 }
 
@@ -138,7 +185,14 @@ function jobUpdate(
   const entries = Object.entries(values);
   const parameters = [...entries.map(([, value]) => dialect.bindable(value)), Date.now(), name];
   if (unchanged) parameters.push(unchanged.cursor, unchanged.batches);
-  return { sql: jobUpdateSql(dialect, entries.map(([column]) => column), unchanged !== undefined), parameters };
+  return {
+    sql: jobUpdateSql(
+      dialect,
+      entries.map(([column]) => column),
+      unchanged !== undefined,
+    ),
+    parameters,
+  };
 }
 
 /** Sets columns of one job row; `updated_at` is always refreshed. */
@@ -175,7 +229,10 @@ export async function updateJobUnchanged(
 export function jobUpdateAtCommit(dialect: Dialect, name: string, values: Record<string, string | number>): FinalStatement {
   const entries = Object.entries(values);
   return {
-    sql: jobUpdateSql(dialect, entries.map(([column]) => column)),
+    sql: jobUpdateSql(
+      dialect,
+      entries.map(([column]) => column),
+    ),
     parameters: [...entries.map(([, value]) => value), Date.now(), name],
     expected: 1,
   };
@@ -184,12 +241,16 @@ export function jobUpdateAtCommit(dialect: Dialect, name: string, values: Record
 /**
  * The job row's lock as the first statement of the next batch's transaction, begun with a
  * batch's COMMIT (see PipelinedCommit; PostgreSQL): it locks the row only while it is as that
- * batch left it — same cursor and count, not done — so the batch after can skip re-reading it.
+ * batch left it — same cursor and count, not done, active — so the batch after can skip re-reading
+ * it. A pause or cancel fails it: the batch after then reads the row under its lock, and stops.
  */
 export function jobLockAtBegin(dialect: Dialect, name: string, left: { cursor: string; batches: number }): OpeningStatement {
   const q = (column: string) => dialect.quote(column);
   return {
-    sql: dialect.sql(`SELECT 1 FROM ${q(TABLE)} WHERE ${q('name')} = ? AND ${q('cursor')} = ? AND ${q('batches')} = ? AND NOT ${q('done')} FOR UPDATE`),
+    sql: dialect.sql(
+      `SELECT 1 FROM ${q(TABLE)} WHERE ${q('name')} = ? AND ${q('cursor')} = ? AND ${q('batches')} = ? AND NOT ${q('done')} ` +
+        `AND ${activeCondition(dialect)} FOR UPDATE`,
+    ),
     parameters: [name, left.cursor, left.batches],
     expected: 1,
   };
@@ -197,17 +258,12 @@ export function jobLockAtBegin(dialect: Dialect, name: string, left: { cursor: s
 
 export async function deleteJob(tx: EntityManager, name: string): Promise<void> {
   const dialect = dialectOf(dataSourceOf(tx));
-  await run(
-    tx,
-    dialect.sql(`DELETE FROM ${dialect.quote(TABLE)} WHERE ${dialect.quote('name')} = ?`),
-    [name],
-    `resetting "${name}"`,
-  );
+  await run(tx, dialect.sql(`DELETE FROM ${dialect.quote(TABLE)} WHERE ${dialect.quote('name')} = ?`), [name], `resetting "${name}"`);
 }
 
 export async function selectJobs(
   tx: EntityManager,
-  filter: { kind?: JobKind; done?: boolean; prefix?: string },
+  filter: { kind?: JobKind; done?: boolean; prefix?: string; state?: Status['state'] },
 ): Promise<JobRow[]> {
   const dialect = dialectOf(dataSourceOf(tx));
   const conditions: string[] = [];
@@ -219,6 +275,15 @@ export async function selectJobs(
   if (filter.done !== undefined) {
     conditions.push(`${dialect.quote('done')} = ?`);
     parameters.push(dialect.bindable(filter.done));
+  }
+  if (filter.state !== undefined) {
+    // 'done' is the done column; the others are the state of an unfinished job.
+    conditions.push(`${dialect.quote('done')} = ?`);
+    parameters.push(dialect.bindable(filter.state === 'done'));
+    if (filter.state !== 'done') {
+      conditions.push(`${dialect.quote('state')} = ?`);
+      parameters.push(filter.state);
+    }
   }
   if (filter.prefix !== undefined && filter.prefix !== '') {
     // substr, not LIKE: a prefix containing % or _ must match literally.

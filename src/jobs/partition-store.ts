@@ -11,12 +11,25 @@ import { ownStatementError } from '../core/database-errors';
 import { decodeJson, encodeJson, type Json } from '../core/json';
 import { run } from '../core/run-statement';
 import { dataSourceOf } from '../core/transaction';
+import { JOBS } from '../control/control-store';
 import { type Dialect, dialectOf, type Executed, type FinalStatement } from '../dialect';
 
 const TABLE = 'checkpoint_partitions';
 // Bounds the placeholders per statement well below every driver's limit (SQLite's is the lowest).
 const ROWS_PER_STATEMENT = 50;
-const RANGE_COLUMNS = ['job_name', 'partition_index', 'lower_key', 'upper_key', 'status', 'retry_count', 'max_retries', 'claim_token', 'batches', 'items', 'updated_at'];
+const RANGE_COLUMNS = [
+  'job_name',
+  'partition_index',
+  'lower_key',
+  'upper_key',
+  'status',
+  'retry_count',
+  'max_retries',
+  'claim_token',
+  'batches',
+  'items',
+  'updated_at',
+];
 
 /** A `checkpoint_partitions` row as the drivers return it (pg: int8 as strings). */
 export interface RangeRow {
@@ -43,22 +56,40 @@ export type RangeState = 'pending' | 'running' | 'done' | 'dead';
 
 /** One range of a partitioned job, in key order. `lower` is exclusive, `upper` inclusive; null = unbounded. */
 export interface PartitionInfo {
+  /** The range's place in key order, from 0. */
   index: number;
+  /** The key the range starts after (exclusive); null = from the first key. */
   lower: Json;
+  /** The range's last key (inclusive); null = to the last key. */
   upper: Json;
+  /** The range's last committed cursor; null before its first batch. */
   cursor: Json;
+  /** Where the range is (a released or retryable range is `pending`). */
   status: RangeState;
+  /** Counted attempts so far (a release does not count). */
   attempts: number;
+  /** The worker id of the latest claim, if any. */
   worker: string | null;
+  /** Batches committed in the range, over every attempt. */
   batches: number;
+  /** Items committed in the range, over every attempt. */
   items: number;
+  /** Time of the range's latest change (epoch ms). */
   updatedAt: number;
 }
 
+/**
+ * A partitioned job's ranges counted by {@link RangeState}.
+ * @inline
+ */
 export interface RangeCounts {
+  /** Ranges waiting for a claim (released or retryable ones included). */
   pending: number;
+  /** Ranges claimed and not finished. */
   running: number;
+  /** Ranges finished. */
   done: number;
+  /** Ranges out of attempts. */
   dead: number;
 }
 
@@ -75,6 +106,18 @@ function dialectFor(tx: EntityManager): Dialect {
 function names(dialect: Dialect) {
   const q = (column: string) => dialect.quote(column);
   return { q, table: q(TABLE), byKey: `${q('job_name')} = ? AND ${q('partition_index')} = ?` };
+}
+
+/**
+ * True, in SQL, when the job of the range row of `table` is paused or cancelled: the job's state,
+ * read inside a statement the range loop runs anyway (no statement of its own).
+ */
+function jobHeld(dialect: Dialect, table: string): string {
+  const q = (column: string) => dialect.quote(column);
+  return (
+    `EXISTS (SELECT 1 FROM ${q(JOBS.table)} ${q('j')} WHERE ${q('j')}.${q(JOBS.key)} = ${table}.${q('job_name')} ` +
+    `AND ${q('j')}.${q('state')} IN ('paused', 'cancelled'))`
+  );
 }
 
 async function execute(tx: EntityManager, sql: string, parameters: unknown[], what: string): Promise<Executed<RangeRow>> {
@@ -149,7 +192,8 @@ export async function insertRanges(tx: EntityManager, name: string, boundaries: 
 
 /**
  * Claims the first claimable range of the job (the file claims' rules): a lease that expired on
- * the last attempt first makes its range dead; the pick skips ranges other claimers hold locked.
+ * the last attempt first makes its range dead; the pick skips ranges other claimers hold locked,
+ * and claims nothing while the job is paused or cancelled.
  * One statement on PostgreSQL; elsewhere run in a transaction of its own (on SQLite its first
  * statement, a write, takes the write lock).
  */
@@ -160,10 +204,13 @@ export async function claimRange(tx: EntityManager, name: string, claimant: Rang
   const expire =
     `UPDATE ${table} SET ${q('status')} = 'failed', ${q('error_message')} = ?, ${q('lease_expires_at')} = NULL ` +
     `WHERE ${q('job_name')} = ? AND ${expiredOnLastAttempt(q, '?')}`;
+  // No range of a paused or cancelled job is claimed (the claim reads the job's state).
   const pick =
     `SELECT ${q('partition_index')} FROM ${table} WHERE ${q('job_name')} = ? AND ${claimableCondition(q, '?')} ` +
-    `ORDER BY ${q('partition_index')} LIMIT 1${dialect.skipLockedSuffix}`;
-  const assignments = claimAssignments((column) => `${table}.${q(column)}`, '?', '?', '?').map(([column, value]) => `${q(column)} = ${value}`).join(', ');
+    `AND NOT ${jobHeld(dialect, table)} ORDER BY ${q('partition_index')} LIMIT 1${dialect.skipLockedSuffix}`;
+  const assignments = claimAssignments((column) => `${table}.${q(column)}`, '?', '?', '?')
+    .map(([column, value]) => `${q(column)} = ${value}`)
+    .join(', ');
   if (dialect.supportsReturning) {
     // One statement: both parts see the same snapshot, and a range the first makes dead is not
     // claimable by the second anyway (no retries left).
@@ -196,12 +243,20 @@ export async function claimRange(tx: EntityManager, name: string, claimant: Rang
 /**
  * On SQLite a batch's first statement must be a write (the write lock, so its reads cannot go
  * stale); elsewhere nothing is locked until the fenced commit, so a stalled worker blocks no takeover.
+ * On SQLite it also reads the job's state: false (nothing written) when the job is paused or
+ * cancelled, or the range is gone; the batch must not run. Elsewhere true (the fenced commit reads the state).
  */
-export async function lockForBatch(tx: EntityManager, name: string, index: number): Promise<void> {
+export async function lockForBatch(tx: EntityManager, name: string, index: number): Promise<boolean> {
   const dialect = dialectFor(tx);
-  if (!dialect.singleConnection) return;
+  if (!dialect.singleConnection) return true;
   const { q, table, byKey } = names(dialect);
-  await execute(tx, dialect.sql(`UPDATE ${table} SET ${q('job_name')} = ${q('job_name')} WHERE ${byKey}`), [name, index], `locking job "${name}"`);
+  const { affected } = await execute(
+    tx,
+    dialect.sql(`UPDATE ${table} SET ${q('job_name')} = ${q('job_name')} WHERE ${byKey} AND NOT ${jobHeld(dialect, table)}`),
+    [name, index],
+    `locking job "${name}"`,
+  );
+  return affected > 0;
 }
 
 /** What a batch changes in its range: the cursor (or the range's end), the counts, the lease. */
@@ -214,39 +269,100 @@ export interface RangeChange {
   now: number;
 }
 
-/** `commitRange`'s statement, fenced by the claim token: it changes the range's row, or nothing when the claim was lost. */
-function rangeCommit(dialect: Dialect, name: string, index: number, token: number, change: RangeChange): { sql: string; parameters: (string | number | null)[] } {
-  const { q, table, byKey } = names(dialect);
-  return {
-    sql: dialect.sql(
-      `UPDATE ${table} SET ${q('cursor')} = ?, ${q('batches')} = ${q('batches')} + ?, ${q('items')} = ${q('items')} + ?, ` +
-        `${q('lease_expires_at')} = ?, ${q('updated_at')} = ?, ${q('status')} = ? WHERE ${byKey} AND ${fencedCondition(q, '?')}`,
-    ),
-    parameters: [
-      change.cursor, change.batches, change.items, change.finished ? null : change.leaseExpiresAt, change.now,
-      change.finished ? 'completed' : 'processing', name, index, token,
-    ],
-  };
+/**
+ * `commitRange`'s statement, fenced by the claim token: it changes the range's row, or nothing when
+ * the claim was lost. Except on SQLite (where `lockForBatch` reads it), it also reads the job's
+ * state: PostgreSQL returns `held` (paused or cancelled) from the changed row; MySQL/MariaDB's
+ * statement joins the job row when it is paused or cancelled, which changes one row more (see FinalStatement.flag).
+ */
+function rangeCommit(
+  dialect: Dialect,
+  name: string,
+  index: number,
+  token: number,
+  change: RangeChange,
+): { sql: string; parameters: (string | number | null)[]; flag?: { returning: string } } {
+  const { q, table } = names(dialect);
+  // MySQL/MariaDB's multi-table UPDATE names every column with its table.
+  const joined = dialect.name === 'mysql';
+  const c = (column: string) => (joined ? `${table}.${q(column)}` : q(column));
+  const set =
+    `${c('cursor')} = ?, ${c('batches')} = ${c('batches')} + ?, ${c('items')} = ${c('items')} + ?, ` +
+    `${c('lease_expires_at')} = ?, ${c('updated_at')} = ?, ${c('status')} = ?`;
+  const where = `${c('job_name')} = ? AND ${c('partition_index')} = ? AND ${fencedCondition(c, '?')}`;
+  const parameters = [
+    change.cursor,
+    change.batches,
+    change.items,
+    change.finished ? null : change.leaseExpiresAt,
+    change.now,
+    change.finished ? 'completed' : 'processing',
+    name,
+    index,
+    token,
+  ];
+  if (joined) {
+    const j = q('j');
+    const sql =
+      `UPDATE ${table} LEFT JOIN ${q(JOBS.table)} ${j} ON ${j}.${q(JOBS.key)} = ${table}.${q('job_name')} ` +
+      `AND ${j}.${q('state')} IN ('paused', 'cancelled') SET ${set}, ${j}.${q('state')} = ${j}.${q('state')} WHERE ${where}`;
+    return { sql: dialect.sql(sql), parameters, flag: { returning: '' } };
+  }
+  const sql = dialect.sql(`UPDATE ${table} SET ${set} WHERE ${where}`);
+  return dialect.singleConnection ? { sql, parameters } : { sql, parameters, flag: { returning: jobHeld(dialect, table) } };
+}
+
+/** What a fenced commit found: `held` false when the claim is no longer this worker's (nothing may commit); `paused`: the job is paused or cancelled. */
+export interface RangeCommitted {
+  held: boolean;
+  paused: boolean;
 }
 
 /**
  * Commits a batch's cursor (or the range's end) with the handler's writes, fenced by the claim
- * token, renewing the lease. False when the claim is no longer this worker's: nothing may commit.
+ * token, renewing the lease, and reads the job's state in the same statement (not on SQLite).
  */
-export async function commitRange(tx: EntityManager, name: string, index: number, token: number, change: RangeChange): Promise<boolean> {
-  const { sql, parameters } = rangeCommit(dialectFor(tx), name, index, token, change);
-  const { affected } = await execute(tx, sql, parameters, `committing a range of job "${name}"`);
-  return affected > 0;
+export async function commitRange(
+  tx: EntityManager,
+  name: string,
+  index: number,
+  token: number,
+  change: RangeChange,
+): Promise<RangeCommitted> {
+  const dialect = dialectFor(tx);
+  const { sql, parameters, flag } = rangeCommit(dialect, name, index, token, change);
+  if (!flag) {
+    const { affected } = await execute(tx, sql, parameters, `committing a range of job "${name}"`);
+    return { held: affected > 0, paused: false };
+  }
+  if (dialect.name === 'mysql') {
+    const { affected } = await execute(tx, sql, parameters, `committing a range of job "${name}"`);
+    return { held: affected > 0, paused: affected > 1 };
+  }
+  const { rows } = await execute(
+    tx,
+    `${sql} RETURNING ${flag.returning} AS ${dialect.quote('held')}`,
+    parameters,
+    `committing a range of job "${name}"`,
+  );
+  const held = (rows as unknown as { held: unknown }[])[0]?.held;
+  return { held: rows.length > 0, paused: held === true || held === 't' };
 }
 
 /**
  * `commitRange` of a batch that does not finish its range, as the last statement of the batch's
  * transaction, sent with its COMMIT (see PipelinedCommit): a lost claim changes no row, and the
- * COMMIT does not run.
+ * COMMIT does not run. Its `flag` asks whether the job is paused or cancelled.
  */
-export function commitRangeAtCommit(dialect: Dialect, name: string, index: number, token: number, change: RangeChange & { cursor: string; finished: false }): FinalStatement {
-  const { sql, parameters } = rangeCommit(dialect, name, index, token, change);
-  return { sql, parameters: parameters as (string | number)[], expected: 1 };
+export function commitRangeAtCommit(
+  dialect: Dialect,
+  name: string,
+  index: number,
+  token: number,
+  change: RangeChange & { cursor: string; finished: false },
+): FinalStatement {
+  const { sql, parameters, flag } = rangeCommit(dialect, name, index, token, change);
+  return { sql, parameters: parameters as (string | number)[], expected: 1, ...(flag ? { flag } : {}) };
 }
 
 /** Fenced: extends the lease (heartbeat), fails the range (an attempt counted by its next claim) or releases it (pending, none counted). */
@@ -338,7 +454,12 @@ export async function rangeTotals(tx: EntityManager, jobNames: string[], now: nu
       'reading the ranges of partitioned jobs',
     );
     for (const row of rows) {
-      const total = totals.get(row.job_name) ?? { partitions: { pending: 0, running: 0, done: 0, dead: 0 }, batches: 0, items: 0, updatedAt: 0 };
+      const total = totals.get(row.job_name) ?? {
+        partitions: { pending: 0, running: 0, done: 0, dead: 0 },
+        batches: 0,
+        items: 0,
+        updatedAt: 0,
+      };
       total.partitions[rangeState(row, now)] += 1;
       total.batches += Number(row.batches);
       total.items += Number(row.items);
@@ -360,4 +481,20 @@ export async function unfinishedRanges(tx: EntityManager, name: string): Promise
     `reading the ranges of job "${name}"`,
   );
   return Number(rows[0].open);
+}
+
+/** How many of the job's ranges are not finished, and the job's state, in one statement (the call's last). */
+export async function unfinishedRangesAndState(tx: EntityManager, name: string): Promise<{ open: number; state: unknown }> {
+  const dialect = dialectFor(tx);
+  const { q, table } = names(dialect);
+  const rows = await run<{ open: number | string; state: unknown }[]>(
+    tx,
+    dialect.sql(
+      `SELECT COUNT(*) AS ${q('open')}, (SELECT ${q('state')} FROM ${q(JOBS.table)} WHERE ${q(JOBS.key)} = ?) AS ${q('state')} ` +
+        `FROM ${table} WHERE ${q('job_name')} = ? AND ${q('status')} <> 'completed'`,
+    ),
+    [name, name],
+    `reading the ranges of job "${name}"`,
+  );
+  return { open: Number(rows[0].open), state: rows[0].state };
 }

@@ -8,9 +8,11 @@ import { bindNamedParameters } from '../core/named-parameters';
 import { run } from '../core/run-statement';
 import { type Db, dataSourceOf, transact } from '../core/transaction';
 
+/** Options of {@link sqlSource}. */
 export interface SqlSourceOptions {
-  /** A SQL condition with named parameters (`:name`), bound from `parameters`. */
+  /** A SQL condition rows must meet, with named parameters (`:name`) bound from `parameters`. Default: every row. */
   where?: string;
+  /** Values for the `:name` parameters of `where`, bound (never spliced into the SQL). Default: none. */
   parameters?: Record<string, unknown>;
   /** Columns to select; the key is always included. Default: all columns. */
   columns?: string[];
@@ -50,7 +52,10 @@ export interface Partitioning<T> {
 }
 
 /** A source `eachPartition` can split into ranges. */
-export type PartitionableSource<T> = Source<T> & { readonly partitioning: Partitioning<T> };
+export type PartitionableSource<T> = Source<T> & {
+  /** How `eachPartition` splits the source into ranges and pages within one. */
+  readonly partitioning: Partitioning<T>;
+};
 
 export function isPartitionable<T>(source: Source<T>): source is PartitionableSource<T> {
   const partitioning = (source as Partial<PartitionableSource<T>>).partitioning;
@@ -70,7 +75,8 @@ function keyColumns(db: Db, table: unknown, key: unknown): string[] {
 /**
  * A keyset-paginated source over `table` for `eachBatch` and `eachPartition`: each batch is the
  * next `limit` rows after the cursor in key order, never OFFSET, so every batch costs the same.
- * The key (one column or several) must be unique (checked against the catalogue: NON_UNIQUE_KEY).
+ * The key (one column or several) must be unique (checked against the catalogue: `NON_UNIQUE_KEY`);
+ * an unknown table or column, or an unsupported key type, is `INVALID_ARGUMENT`. Rows with a NULL key are never visited.
  */
 export async function sqlSource(
   db: Db,
@@ -124,7 +130,8 @@ export async function sqlSource(
     }
     return found.keyType;
   });
-  const selected = columns === undefined ? info.columns.map((c) => c.name) : [...new Set([...keys, ...columns.map((c) => columnName(db, table, c))])];
+  const selected =
+    columns === undefined ? info.columns.map((c) => c.name) : [...new Set([...keys, ...columns.map((c) => columnName(db, table, c))])];
   for (const column of selected) {
     if (!known.has(column)) throw new InvalidArgumentError(`sqlSource: table "${ref.name}" has no column "${column}".`);
   }
@@ -136,7 +143,9 @@ export async function sqlSource(
   // Qualified: a key read as text is selected under its own name, and ORDER BY must use the column (its index).
   const qualified = keys.map((column) => `${info.quotedTable}.${dialect.quote(column)}`);
   const keyRead = (column: string, i: number) => `${dialect.keyRead(qualified[i], keyTypes[i])} AS ${dialect.quote(column)}`;
-  const rowList = selected.map((column) => (keys.includes(column) ? keyRead(column, keys.indexOf(column)) : dialect.quote(column))).join(', ');
+  const rowList = selected
+    .map((column) => (keys.includes(column) ? keyRead(column, keys.indexOf(column)) : dialect.quote(column)))
+    .join(', ');
   const keyList = keys.map(keyRead).join(', ');
   const notNull = qualified.map((column) => `${column} IS NOT NULL`).join(' AND ');
   const filter = where === undefined ? '' : ` AND (${condition.text})`;
@@ -196,19 +205,20 @@ export async function sqlSource(
   };
 
   // A condition naming an unknown column, or not SQL at all, is refused now, not in the first batch.
-  if (where !== undefined) await transact(db, async (tx) => {
-    try {
-      await tx.query(pageStatement(false, false).text, [...condition.values, 0]);
-    } catch (error) {
-      if (isInvalidStatement(error)) {
-        throw new InvalidArgumentError(
-          `sqlSource: the where condition is not valid on table "${ref.name}" (${error instanceof Error ? error.message : String(error)}).`,
-          { cause: error },
-        );
+  if (where !== undefined)
+    await transact(db, async (tx) => {
+      try {
+        await tx.query(pageStatement(false, false).text, [...condition.values, 0]);
+      } catch (error) {
+        if (isInvalidStatement(error)) {
+          throw new InvalidArgumentError(
+            `sqlSource: the where condition is not valid on table "${ref.name}" (${error instanceof Error ? error.message : String(error)}).`,
+            { cause: error },
+          );
+        }
+        throw ownStatementError(error, `checking the where condition on table "${ref.name}"`);
       }
-      throw ownStatementError(error, `checking the where condition on table "${ref.name}"`);
-    }
-  });
+    });
 
   // Quantiles of a random sample, where the database samples and the table is big enough for a
   // sample to be cheaper than a walk. The database numbers the sampled rows in key order and
@@ -259,7 +269,12 @@ export async function sqlSource(
     for (let i = 1; i < count && size > 0 && i * size < total; i++) {
       const { text, bindings } = previous === null ? first : next;
       const afterValues = previous === null ? [] : keyValues(previous, 'cursor');
-      const rows = await run<Record<string, unknown>[]>(tx, text, [...condition.values, ...bindKeys(bindings, afterValues, []), size - 1], what);
+      const rows = await run<Record<string, unknown>[]>(
+        tx,
+        text,
+        [...condition.values, ...bindKeys(bindings, afterValues, []), size - 1],
+        what,
+      );
       if (rows.length === 0) break;
       previous = cursorOfRow(rows[0]);
       found.push(previous);
@@ -273,7 +288,16 @@ export async function sqlSource(
     const found = await page(after, upTo, limit, tx);
     return found.items.length < limit ? { items: found.items, next: null } : found;
   };
-  return Object.assign(source, { partitioning: { boundaries, page: rangePage } });
+  // The rows the whole job visits (where included), asked once when a job starts: see Dialect.estimateRows.
+  const total = (tx: EntityManager) =>
+    dialect.estimateRows(tx, {
+      table: ref,
+      quotedTable: info.quotedTable,
+      condition: `${notNull}${filter}`,
+      parameters: condition.values,
+      what: `estimating the rows of table "${ref.name}"`,
+    });
+  return Object.assign(source, { partitioning: { boundaries, page: rangePage }, total });
 }
 
 /**

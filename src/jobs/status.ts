@@ -43,13 +43,19 @@ export async function reset(db: Db, name: string): Promise<boolean> {
   });
 }
 
+/** Which jobs {@link list} returns; every given field must match. */
 export interface ListFilter {
+  /** Only jobs of this kind. */
   kind?: JobKind;
+  /** Only finished (true) or unfinished (false) jobs. */
   done?: boolean;
+  /** Only jobs whose name starts with this (compared exactly, case-sensitive). */
   prefix?: string;
+  /** Only jobs in this state (see {@link Status.state}). */
+  state?: Status['state'];
 }
 
-/** Every stored job and step matching the filter, ordered by name (code point order). */
+/** Every stored job and step matching the filter, ordered by name (code point order); a malformed filter throws `INVALID_ARGUMENT`. */
 export async function list(db: Db, filter: ListFilter = {}): Promise<Status[]> {
   if (typeof filter !== 'object' || filter === null) throw new InvalidArgumentError('list: filter must be an object.');
   if (filter.kind !== undefined && filter.kind !== 'batch' && filter.kind !== 'step' && filter.kind !== 'partitioned') {
@@ -57,6 +63,9 @@ export async function list(db: Db, filter: ListFilter = {}): Promise<Status[]> {
   }
   if (filter.done !== undefined && typeof filter.done !== 'boolean') {
     throw new InvalidArgumentError('list: done must be a boolean.');
+  }
+  if (filter.state !== undefined && !['active', 'paused', 'cancelled', 'done'].includes(filter.state)) {
+    throw new InvalidArgumentError(`list: state must be 'active', 'paused', 'cancelled' or 'done', got ${String(filter.state)}.`);
   }
   if (filter.prefix !== undefined && typeof filter.prefix !== 'string') {
     throw new InvalidArgumentError('list: prefix must be a string.');
@@ -68,11 +77,21 @@ export async function list(db: Db, filter: ListFilter = {}): Promise<Status[]> {
 /** Statuses of job rows; a partitioned job's totals and range counts come from its ranges (its row is not updated per batch). */
 async function withRanges(tx: EntityManager, rows: JobRow[]): Promise<Status[]> {
   const now = Date.now();
-  const totals = await rangeTotals(tx, rows.filter((row) => row.kind === 'partitioned').map((row) => row.name), now);
+  const totals = await rangeTotals(
+    tx,
+    rows.filter((row) => row.kind === 'partitioned').map((row) => row.name),
+    now,
+  );
   return rows.map((row) => {
     const status = toStatus(row);
     if (row.kind !== 'partitioned') return status;
     const total = totals.get(row.name) ?? { partitions: { pending: 0, running: 0, done: 0, dead: 0 }, batches: 0, items: 0, updatedAt: 0 };
-    return { ...status, batches: total.batches, items: total.items, updatedAt: Math.max(status.updatedAt, total.updatedAt), partitions: total.partitions };
+    return {
+      ...status,
+      batches: total.batches,
+      items: total.items,
+      updatedAt: Math.max(status.updatedAt, total.updatedAt),
+      partitions: total.partitions,
+    };
   });
 }

@@ -11,7 +11,8 @@ function isDone(row: Pick<JobRow, 'done'>): boolean {
 
 /**
  * Runs the named step once: the first successful run records f's JSON result in the same
- * transaction as f's writes; later calls return the recorded value without calling f.
+ * transaction as f's writes; later calls return the recorded value without calling f. A result
+ * that is not JSON throws `NON_SERIALIZABLE` (nothing is recorded); f's own errors re-raise unchanged.
  */
 export async function step<T extends Json>(db: Db, name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T> {
   validateName(name);

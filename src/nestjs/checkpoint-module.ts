@@ -21,6 +21,7 @@ import {
   CheckpointDashboardMount,
 } from './dashboard-mount';
 import { FileProcessorHost } from './file-processor-host';
+import { checkRetentionOptions, RetentionHost } from './retention';
 
 /**
  * Registers the checkpoint entities on a `TypeOrmModule` data source and provides
@@ -29,17 +30,21 @@ import { FileProcessorHost } from './file-processor-host';
  */
 @Module({})
 export class CheckpointModule {
+  /** The module for one data source, with fixed options. */
   static forRoot(options: CheckpointModuleOptions = {}): DynamicModule {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidArgumentError('CheckpointModule.forRoot(options): options must be an object.');
     }
     const { dataSource, isGlobal, dashboard, ...serviceOptions } = options;
-    return CheckpointModule.build({ dataSource, isGlobal }, [], [
-      { provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions },
-      ...dashboardProviders(dashboard, dataSource),
-    ]);
+    if (serviceOptions.retention !== undefined) checkRetentionOptions(serviceOptions.retention);
+    return CheckpointModule.build(
+      { dataSource, isGlobal },
+      [],
+      [{ provide: CHECKPOINT_SERVICE_OPTIONS, useValue: serviceOptions }, ...dashboardProviders(dashboard, dataSource)],
+    );
   }
 
+  /** The module for one data source, with the service options computed when the application starts (throws `INVALID_ARGUMENT` without `useFactory`, `useClass` or `useExisting`). */
   static forRootAsync(options: CheckpointModuleAsyncOptions): DynamicModule {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidArgumentError('CheckpointModule.forRootAsync(options): options must be an object.');
@@ -50,7 +55,11 @@ export class CheckpointModule {
     ]);
   }
 
-  private static build(scope: CheckpointModuleScope, imports: NonNullable<ModuleMetadata['imports']>, providers: Provider[]): DynamicModule {
+  private static build(
+    scope: CheckpointModuleScope,
+    imports: NonNullable<ModuleMetadata['imports']>,
+    providers: Provider[],
+  ): DynamicModule {
     if (scope.dataSource !== undefined && (typeof scope.dataSource !== 'string' || scope.dataSource === '')) {
       throw new InvalidArgumentError('CheckpointModule: dataSource must be the name given to TypeOrmModule.forRoot.');
     }
@@ -65,7 +74,8 @@ export class CheckpointModule {
         ...providers,
         {
           provide: token,
-          useFactory: (dataSource: DataSource, serviceOptions: CheckpointServiceOptions) => new CheckpointService(dataSource, serviceOptions),
+          useFactory: (dataSource: DataSource, serviceOptions: CheckpointServiceOptions) =>
+            new CheckpointService(dataSource, serviceOptions),
           inject: [getDataSourceToken(scope.dataSource), CHECKPOINT_SERVICE_OPTIONS],
         },
         {
@@ -74,6 +84,13 @@ export class CheckpointModule {
           useFactory: (discovery: DiscoveryService, reflector: Reflector, service: CheckpointService) =>
             new FileProcessorHost(discovery, reflector, service, scope.dataSource),
           inject: [DiscoveryService, Reflector, token],
+        },
+        {
+          // Prunes on a timer under a lease when the options ask for retention.
+          provide: RetentionHost,
+          useFactory: (service: CheckpointService, serviceOptions: CheckpointServiceOptions) =>
+            new RetentionHost(service, serviceOptions.retention),
+          inject: [token, CHECKPOINT_SERVICE_OPTIONS],
         },
       ],
       exports: [token, entities],

@@ -18,6 +18,8 @@ import { eachPartition, type EachPartitionOptions, type EachPartitionResult, lis
 import type { PartitionInfo } from '../jobs/partition-store';
 import { currentManager, getDefaultDataSource, runInTransaction, setDefaultDataSource } from '../core/transaction';
 import type { CheckpointServiceOptions } from './checkpoint-module-options';
+import { prune, type PruneOptions, type PruneResult } from '../control/prune';
+import { cancel, pause, resume } from '../control/pause';
 
 /**
  * The package's functions bound to the module's DataSource, for injection into Nest providers. A
@@ -31,19 +33,28 @@ export class CheckpointService implements OnModuleInit, OnModuleDestroy {
     private readonly options: CheckpointServiceOptions = {},
   ) {}
 
+  /** With `setDefaultDataSource`, makes this DataSource the package default. */
   onModuleInit(): void {
     if (this.options.setDefaultDataSource) setDefaultDataSource(this.dataSource);
   }
 
+  /** Clears the package default if this module set it and it is still this DataSource. */
   onModuleDestroy(): void {
     // Only undo what this module did: another module may have set its own default since.
     if (this.options.setDefaultDataSource && getDefaultDataSource() === this.dataSource) setDefaultDataSource(null);
   }
 
+  /** {@link prune} on the module's DataSource. */
+  prune(options: PruneOptions): Promise<PruneResult> {
+    return prune(this.dataSource, options);
+  }
+
+  /** {@link step} on the module's DataSource. */
   step<T extends Json>(name: string, f: (tx: EntityManager) => Promise<T> | T): Promise<T> {
     return step(this.dataSource, name, f);
   }
 
+  /** {@link eachBatch} on the module's DataSource. */
   eachBatch<T>(
     name: string,
     source: Source<T>,
@@ -54,7 +65,7 @@ export class CheckpointService implements OnModuleInit, OnModuleDestroy {
     return eachBatch(this.dataSource, name, source, limit, handler, options);
   }
 
-  /** Runs one job split into ranges across every process that calls it (never inside a transaction). */
+  /** {@link eachPartition} on the module's DataSource: one job split into ranges across every process that calls it (never inside a transaction). */
   eachPartition<T>(
     name: string,
     source: PartitionableSource<T>,
@@ -65,14 +76,17 @@ export class CheckpointService implements OnModuleInit, OnModuleDestroy {
     return eachPartition(this.dataSource, name, source, limit, handler, options);
   }
 
+  /** {@link retryDead} on the module's DataSource. */
   retryDead(name: string): Promise<number> {
     return retryDead(this.dataSource, name);
   }
 
+  /** {@link listPartitions} on the module's DataSource. */
   listPartitions(name: string): Promise<PartitionInfo[]> {
     return listPartitions(this.dataSource, name);
   }
 
+  /** {@link sqlSource} on the module's DataSource. */
   sqlSource(
     table: string | EntityTarget<unknown>,
     key: string | string[],
@@ -81,42 +95,67 @@ export class CheckpointService implements OnModuleInit, OnModuleDestroy {
     return sqlSource(this.dataSource, table, key, options);
   }
 
+  /** {@link status} on the module's DataSource. */
   status(name: string): Promise<Status | null> {
     return status(this.dataSource, name);
   }
 
+  /** {@link reset} on the module's DataSource. */
   reset(name: string): Promise<boolean> {
     return reset(this.dataSource, name);
   }
 
+  /** {@link pause} on the module's DataSource. */
+  pause(name: string): Promise<boolean> {
+    return pause(this.dataSource, name);
+  }
+
+  /** {@link resume} on the module's DataSource. */
+  resume(name: string): Promise<boolean> {
+    return resume(this.dataSource, name);
+  }
+
+  /** {@link cancel} on the module's DataSource. */
+  cancel(name: string): Promise<boolean> {
+    return cancel(this.dataSource, name);
+  }
+
+  /** {@link list} on the module's DataSource. */
   list(filter?: ListFilter): Promise<Status[]> {
     return list(this.dataSource, filter);
   }
 
+  /** {@link importFile} on the module's DataSource. */
   importFile(batch: string, path: string, options?: ImportFileOptions): Promise<ImportFileResult> {
     return importFile(this.dataSource, batch, path, options);
   }
 
+  /** {@link importAll} on the module's DataSource. */
   importAll(batch: string, raw: Uint8Array | string, options?: ImportAllOptions): Promise<number> {
     return importAll(this.dataSource, batch, raw, options);
   }
 
+  /** {@link begin} on the module's DataSource. */
   begin(batch: string, digest: string): Promise<number> {
     return begin(this.dataSource, batch, digest);
   }
 
+  /** {@link applyChunk} on the module's DataSource. */
   applyChunk(batch: string, start: number, rows: Row[], fault?: (index: number) => void): Promise<number> {
     return applyChunk(this.dataSource, batch, start, rows, fault);
   }
 
+  /** {@link checkpoint} on the module's DataSource. */
   checkpoint(batch: string): Promise<number | null> {
     return checkpoint(this.dataSource, batch);
   }
 
+  /** {@link values} on the module's DataSource. */
   values(batch: string): Promise<[string, number][]> {
     return values(this.dataSource, batch);
   }
 
+  /** {@link replaceImport} on the module's DataSource. */
   replaceImport(batch: string, digest: string): Promise<void> {
     return replaceImport(this.dataSource, batch, digest);
   }
@@ -131,6 +170,7 @@ export class CheckpointService implements OnModuleInit, OnModuleDestroy {
     return getCheckpointRepository(this.dataSource);
   }
 
+  /** {@link runInTransaction} on the module's DataSource. */
   runInTransaction<T>(fn: (tx: EntityManager) => Promise<T>): Promise<T> {
     return runInTransaction(this.dataSource, fn);
   }

@@ -16,7 +16,9 @@ export const CHECKPOINT_DASHBOARD_DATA_SOURCE = Symbol('CHECKPOINT_DASHBOARD_DAT
 export function checkDashboardOptions(options: unknown): asserts options is CheckpointDashboardOptions {
   const path = (options as CheckpointDashboardOptions | null)?.path;
   if (typeof options !== 'object' || options === null || typeof path !== 'string' || !/^\/[^?#]*$/.test(path)) {
-    throw new InvalidArgumentError("CheckpointModule: dashboard.path must be a path starting with '/', e.g. { dashboard: { path: '/ops' } }.");
+    throw new InvalidArgumentError(
+      "CheckpointModule: dashboard.path must be a path starting with '/', e.g. { dashboard: { path: '/ops' } }.",
+    );
   }
 }
 
@@ -40,6 +42,7 @@ export class CheckpointDashboardMount implements OnModuleInit {
     return `/${[prefix, path].filter((part) => part !== '').join('/')}`;
   }
 
+  /** Mounts the dashboard at {@link CheckpointDashboardMount.mountPath} (nothing to do without an HTTP adapter). */
   onModuleInit(): void {
     const adapter = this.adapterHost.httpAdapter;
     // Standalone application contexts (no HTTP server) have nothing to mount on.

@@ -38,7 +38,7 @@ export class FileProcessorHost implements OnApplicationBootstrap, BeforeApplicat
       const name = String(wrapper.name);
       const onError = (error: unknown, file?: { fileUrl: string }) =>
         this.logger.error(`${name}${file ? ` failed on ${file.fileUrl}` : ''}: ${error instanceof Error ? error.message : String(error)}`);
-      this.workers.push({ name, worker: manager.work((file, tx) => process.call(instance, file, tx), { ...work, onError }) });
+      this.workers.push({ name, worker: manager.work((file, tx, ctx) => process.call(instance, file, tx, ctx), { ...work, onError }) });
       this.logger.log(`started ${name}`);
     }
   }
@@ -49,7 +49,9 @@ export class FileProcessorHost implements OnApplicationBootstrap, BeforeApplicat
         const stopped = worker.stop();
         this.logger.log(`stopping ${name}`);
         const summary = await stopped;
-        this.logger.log(`stopped ${name}: ${summary.processed} processed, ${summary.failed} failed, ${summary.claimLost} claims lost`);
+        this.logger.log(
+          `stopped ${name}: ${summary.processed} processed, ${summary.failed} failed, ${summary.cancelled} cancelled, ${summary.claimLost} claims lost`,
+        );
       }),
     );
   }

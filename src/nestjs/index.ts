@@ -1,4 +1,10 @@
-// The NestJS entry point (`typeorm-checkpoint/nestjs`), kept apart so the main entry never loads Nest.
+/**
+ * The NestJS integration: {@link CheckpointModule} registers the entities on a `TypeOrmModule` data
+ * source and provides {@link CheckpointService}; {@link FileProcessor} runs a claim worker per
+ * provider. A separate entry point, so the main one never loads Nest.
+ *
+ * @module typeorm-checkpoint/nestjs
+ */
 export { CheckpointModule } from './checkpoint-module';
 export {
   CHECKPOINT_SERVICE_OPTIONS,
@@ -12,3 +18,4 @@ export { CheckpointService } from './checkpoint-service';
 export { getCheckpointServiceToken, InjectCheckpointService } from './checkpoint-service-token';
 export { type CheckpointDashboardOptions, CheckpointDashboardMount } from './dashboard-mount';
 export { FileProcessor, type FileProcessorHandler, type FileProcessorOptions } from './file-processor';
+export { type RetentionOptions } from './retention';

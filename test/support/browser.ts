@@ -1,3 +1,7 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import express from 'express';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -5,11 +9,57 @@ import type { DataSource } from 'typeorm';
 import { createDashboard, type DashboardOptions } from '../../src';
 import { type Served, serve } from './dashboard-state';
 
-/** Debian's chromium, never a downloaded browser. */
+const DEBIAN_CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * Debian's chromium when it is installed, else the Chromium that the npm package @sparticuz/chromium
+ * ships (installed by `npm ci`; never a download). Its archive is unpacked once per machine: a child
+ * process unpacks it into a private folder (the package writes into `os.tmpdir()` and edits its
+ * process's environment), which is then renamed into place, so parallel test processes never see
+ * a half-written binary.
+ */
+function bundledChromium(): { executablePath: string; fontconfig: string } {
+  const root = join(__dirname, '..', '..');
+  const manifest = join(root, 'node_modules', '@sparticuz', 'chromium', 'package.json');
+  const version = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
+  const shared = join(tmpdir(), `typeorm-checkpoint-chromium-${version}`);
+  if (!existsSync(join(shared, 'chromium'))) {
+    const own = mkdtempSync(`${shared}.unpacking-`);
+    try {
+      const unpack = "const c = require('@sparticuz/chromium'); (c.default ?? c).executablePath().then((p) => process.stdout.write(p))";
+      execFileSync(process.execPath, ['-e', unpack], {
+        env: { ...process.env, TMPDIR: own },
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      renameSync(own, shared);
+    } catch (error) {
+      rmSync(own, { recursive: true, force: true }); // failed, or another process published it first
+      if (!existsSync(join(shared, 'chromium'))) throw error;
+    }
+  }
+  return { executablePath: join(shared, 'chromium'), fontconfig: join(shared, 'fonts') };
+}
+
+/** Headless Chromium driven by playwright-core: Debian's when installed, else the one in node_modules. */
 export async function launchChromium(): Promise<Browser> {
+  const args = [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+    '--disable-quic',
+    '--disable-dev-shm-usage',
+  ];
+  if (existsSync(DEBIAN_CHROMIUM)) return chromium.launch({ executablePath: DEBIAN_CHROMIUM, args });
+  const bundled = bundledChromium();
   return chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+    executablePath: bundled.executablePath,
+    args,
+    // The machine's fontconfig: with the package's own (one font) Chromium aborts on a font fallback.
+    env: existsSync('/etc/fonts/fonts.conf') ? process.env : { ...process.env, FONTCONFIG_PATH: bundled.fontconfig },
   });
 }
 

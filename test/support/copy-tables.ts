@@ -14,7 +14,10 @@ export async function createCopyTables(ds: DataSource): Promise<number[]> {
   for (let start = 0; start < ids.length; start += 500) {
     const chunk = ids.slice(start, start + 500);
     const values = chunk.map(() => '(?, ?)').join(', ');
-    await ds.query(sql(`INSERT INTO crash_src (id, payload) VALUES ${values}`), chunk.flatMap((id) => [id, `row ${id}`]));
+    await ds.query(
+      sql(`INSERT INTO crash_src (id, payload) VALUES ${values}`),
+      chunk.flatMap((id) => [id, `row ${id}`]),
+    );
   }
   return ids;
 }
@@ -24,7 +27,11 @@ export async function expectCopiedOnce(ds: DataSource, job: string): Promise<voi
   expect(await count(ds, sql('SELECT COUNT(*) FROM crash_dst WHERE job = ?'), [job])).to.equal(ROWS);
   expect(await count(ds, sql('SELECT COUNT(DISTINCT source_id) FROM crash_dst WHERE job = ?'), [job])).to.equal(ROWS);
   expect(
-    await count(ds, sql('SELECT COUNT(*) FROM crash_src s WHERE NOT EXISTS (SELECT 1 FROM crash_dst d WHERE d.job = ? AND d.source_id = s.id)'), [job]),
+    await count(
+      ds,
+      sql('SELECT COUNT(*) FROM crash_src s WHERE NOT EXISTS (SELECT 1 FROM crash_dst d WHERE d.job = ? AND d.source_id = s.id)'),
+      [job],
+    ),
   ).to.equal(0);
   expect(await status(ds, job)).to.include({ done: true, items: ROWS, batches: ROWS / 100 });
 }

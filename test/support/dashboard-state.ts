@@ -5,7 +5,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { type DataSource, Table } from 'typeorm';
-import { CheckpointManager, createDashboard, type DashboardOptions, eachBatch, eachPartition, importAll, importFile, listPartitions, type PartitionInfo, sqlSource, step } from '../../src';
+import {
+  CheckpointManager,
+  createDashboard,
+  type DashboardOptions,
+  eachBatch,
+  eachPartition,
+  importAll,
+  importFile,
+  listPartitions,
+  type PartitionInfo,
+  sqlSource,
+  step,
+} from '../../src';
 import { sql } from './database';
 
 /** Names and messages that would run or break the page if they were not escaped. */
@@ -78,7 +90,13 @@ async function importRecords(db: DataSource): Promise<void> {
  * a records import with skipped and invalid rows, a dead letter, a pending file.
  */
 export async function makeState(db: DataSource): Promise<DashboardState> {
-  await eachBatch(db, HOSTILE.job, (cursor) => ({ items: cursor === null ? [1, 2, 3] : [], next: cursor === null ? 3 : null }), 10, () => undefined);
+  await eachBatch(
+    db,
+    HOSTILE.job,
+    (cursor) => ({ items: cursor === null ? [1, 2, 3] : [], next: cursor === null ? 3 : null }),
+    10,
+    () => undefined,
+  );
   await step(db, HOSTILE.step, () => HOSTILE.stepValue);
   await importAll(db, HOSTILE.import, '[{"id":"a","value":1},{"id":"b","value":2}]');
   await importRecords(db);
@@ -107,7 +125,10 @@ export interface PartitionedState {
 export async function makePartitionedState(db: DataSource): Promise<PartitionedState> {
   await db.query('CREATE TABLE dashboard_rows (id integer PRIMARY KEY, amount integer NOT NULL)');
   const ids = Array.from({ length: 400 }, (_, i) => i + 1);
-  await db.query(sql(`INSERT INTO dashboard_rows (id, amount) VALUES ${ids.map(() => '(?, ?)').join(', ')}`), ids.flatMap((id) => [id, id * 10]));
+  await db.query(
+    sql(`INSERT INTO dashboard_rows (id, amount) VALUES ${ids.map(() => '(?, ?)').join(', ')}`),
+    ids.flatMap((id) => [id, id * 10]),
+  );
   const source = await sqlSource(db, 'dashboard_rows', 'id');
   const handler = (items: Record<string, unknown>[]) => {
     if (items.some((row) => Number(row.id) === 250)) throw new Error(HOSTILE.rangeError);
@@ -117,7 +138,8 @@ export async function makePartitionedState(db: DataSource): Promise<PartitionedS
     () => null,
     (error: unknown) => error,
   );
-  if (!(failed instanceof Error) || failed.message !== HOSTILE.rangeError) throw new Error(`expected the handler's error, got ${String(failed)}`);
+  if (!(failed instanceof Error) || failed.message !== HOSTILE.rangeError)
+    throw new Error(`expected the handler's error, got ${String(failed)}`);
   const rest = await eachPartition(db, HOSTILE.partitioned, source, 50, handler, { ...options, wait: true });
   if (rest.done) throw new Error('the partitioned job should not be done with a dead range');
   const ranges = await listPartitions(db, HOSTILE.partitioned);

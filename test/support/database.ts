@@ -11,7 +11,8 @@ export type Driver = 'sqlite' | 'postgres' | 'mysql';
 /** The driver every suite runs on, from `DB` (sqlite | postgres | mysql). */
 export const DRIVER: Driver = ((): Driver => {
   const value = process.env.DB ?? 'sqlite';
-  if (value !== 'sqlite' && value !== 'postgres' && value !== 'mysql') throw new Error(`DB must be sqlite, postgres or mysql, not ${value}`);
+  if (value !== 'sqlite' && value !== 'postgres' && value !== 'mysql')
+    throw new Error(`DB must be sqlite, postgres or mysql, not ${value}`);
   return value;
 })();
 

@@ -11,7 +11,7 @@ export { allowVictims, openVictim, pause, terminateVictims, VICTIM_APP, victimOp
 export function codesOf(error: unknown): string[] {
   const codes: string[] = [];
   const seen = new Set<unknown>();
-  for (let queue: unknown[] = [error]; queue.length > 0; ) {
+  for (let queue: unknown[] = [error]; queue.length > 0;) {
     const current = queue.shift();
     if (typeof current !== 'object' || current === null || seen.has(current)) continue;
     seen.add(current);
@@ -60,7 +60,9 @@ export async function expectNoLeaks(dataSource: DataSource, admin: DataSource): 
     expect(Number(backends[0].n), 'more backends than pooled clients').to.be.at.most(pool.totalCount);
   } else if (DRIVER === 'mysql') {
     // mysql2's pool keeps no public counters; INNODB_TRX is a cached view, unfit for a check like this.
-    const pool = (dataSource.driver as unknown as { pool: Record<'_allConnections' | '_freeConnections' | '_connectionQueue', { length: number }> }).pool;
+    const pool = (
+      dataSource.driver as unknown as { pool: Record<'_allConnections' | '_freeConnections' | '_connectionQueue', { length: number }> }
+    ).pool;
     expect(pool._allConnections.length - pool._freeConnections.length, 'pooled connections still checked out').to.equal(0);
     expect(pool._connectionQueue.length, 'callers waiting for a connection').to.equal(0);
   } else if (DRIVER === 'sqlite') {

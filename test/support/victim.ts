@@ -18,7 +18,10 @@ export function pause(ms: number): Promise<void> {
  * application name, on MySQL they log in as user VICTIM_APP (call allowVictims first), so the
  * test can kill exactly them; on SQLite `busyTimeoutMs` replaces the 30 s busy timeout.
  */
-export function victimOptions(url: string, options: { busyTimeoutMs?: number; logger?: Logger; extra?: Record<string, unknown> } = {}): DataSourceOptions {
+export function victimOptions(
+  url: string,
+  options: { busyTimeoutMs?: number; logger?: Logger; extra?: Record<string, unknown> } = {},
+): DataSourceOptions {
   const base = dataSourceOptionsFromUrl(url) as DataSourceOptions & Record<string, unknown>;
   const tuned: Record<string, unknown> = { ...base, entities: checkpointEntities };
   if (base.type === 'postgres') {

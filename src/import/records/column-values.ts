@@ -22,7 +22,8 @@ const INTEGER = /^-?[0-9]+$/;
 const DECIMAL = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
 const FLOAT = /^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
 const DATE = /^([0-9]{4})-([0-9]{2})-([0-9]{2})$/;
-const TIMESTAMP = /^([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?$/i;
+const TIMESTAMP =
+  /^([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?$/i;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const TRUE = new Set(['true', 't', '1', 'yes']);
 const FALSE = new Set(['false', 'f', '0', 'no']);
@@ -95,7 +96,8 @@ function integerValue(value: unknown, column: RecordColumn): Converted {
   // Up to 15 digits a double holds the value exactly: no BigInt needed (the usual case).
   if (text.length <= 15) {
     const small = Number(text);
-    if ((column.min === undefined || small >= Number(column.min)) && (column.max === undefined || small <= Number(column.max))) return { value: small + 0 };
+    if ((column.min === undefined || small >= Number(column.min)) && (column.max === undefined || small <= Number(column.max)))
+      return { value: small + 0 };
   }
   const n = BigInt(text);
   if ((column.min !== undefined && n < column.min) || (column.max !== undefined && n > column.max)) {
@@ -132,7 +134,8 @@ function numericValue(value: unknown, column: RecordColumn): Converted {
   }
   if (precision !== undefined && precision !== null) {
     const integerDigits = integerPart === '0' ? 0 : integerPart.length;
-    if (integerDigits > precision - (scale ?? 0)) return { reason: `${text} has more digits than numeric(${precision}, ${scale ?? 0}) holds` };
+    if (integerDigits > precision - (scale ?? 0))
+      return { reason: `${text} has more digits than numeric(${precision}, ${scale ?? 0}) holds` };
   }
   // The source's own fraction digits, its trailing zeros included (`12.50` stays `12.50` where
   // the column keeps what it is given), up to the column's scale where it has one.

@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../core/errors';
 import { binaryWire, CopyBinary, type CopyText, type RecordColumn, type WireType } from '../../dialect';
 import { CsvSpans, csvSpansThen, type RecordDelimiter } from '../csv-records';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
-import { type CsvOptions, csvHeader, csvRecords } from './record-readers';
+import { type CsvOptions, csvHeader, csvRecords, type NullTexts } from './record-readers';
 import { itemGroup, type RecordRows, type RowGroup } from './record-rows';
 import type { TargetTable } from './target-table';
 import { copyBinaryValue, copyValue, type RowCopy } from './write-records';
@@ -23,6 +23,7 @@ export function readsAsBytes(csv: CsvOptions): boolean {
 export async function* csvCopyGroups(
   blocks: AsyncIterable<Buffer>,
   csv: CsvOptions,
+  nulls: NullTexts,
   rows: RecordRows,
   target: TargetTable,
   storable: StorableValues,
@@ -32,15 +33,19 @@ export async function* csvCopyGroups(
   let index = 0;
   let handedOver = false;
   let fields: CsvFieldRows | null = null;
-  const nullText = csv.null ?? '';
-  async function* rest(head: Buffer, iterator: AsyncIterator<Buffer> | null, delimiter: RecordDelimiter | null, offset: number): AsyncGenerator<RowGroup> {
+  async function* rest(
+    head: Buffer,
+    iterator: AsyncIterator<Buffer> | null,
+    delimiter: RecordDelimiter | null,
+    offset: number,
+  ): AsyncGenerator<RowGroup> {
     handedOver = true;
     async function* input(): AsyncGenerator<Buffer> {
       if (head.length > 0) yield head;
       if (iterator === null) return;
       for (let next = await iterator.next(); next.done !== true; next = await iterator.next()) yield next.value;
     }
-    for await (const items of csvRecords(input(), csv, { header, index, delimiter, offset })) yield itemGroup(items, rows);
+    for await (const items of csvRecords(input(), csv, nulls, { header, index, delimiter, offset })) yield itemGroup(items, rows);
   }
   for await (const group of csvSpansThen(blocks, rest, { utf8: true })) {
     if (!(group instanceof CsvSpans)) {
@@ -49,11 +54,11 @@ export async function* csvCopyGroups(
     }
     let from = 0;
     if (header === null) {
-      // As csv-parse's reader: an unquoted null text in the header is NULL, an empty name.
-      header = csvHeader(group.record(0).map((name) => (name === nullText ? null : name)));
+      // As csv-parse's reader: a null text in the header is NULL, an empty name.
+      header = csvHeader(group.record(0).map((name) => ((nulls === null ? name === '' : nulls.has(name)) ? null : name)));
       from = 1;
     }
-    fields ??= new CsvFieldRows(header, rows, target, storable, csv.null, withValues);
+    fields ??= new CsvFieldRows(header, rows, target, storable, nulls, withValues);
     if (from < group.count) {
       yield fields.group(group, from, index);
       index += group.count - from;
@@ -177,7 +182,8 @@ class CsvFieldRows {
   private readonly missing: RecordColumn | undefined;
   /** Rows have a key (`key`), made of kept values. */
   private readonly hasKey: boolean;
-  private readonly nullBytes: Buffer | null;
+  /** The null texts as bytes; null for the default, the empty field. */
+  private readonly nullBytes: Buffer[] | null;
   /** Every column the fields fill has a binary COPY form. */
   readonly binary: boolean;
   /** What the last accepted value read: an integer's number, a boolean, where a numeric's or timestamp's canonical text ends. */
@@ -190,16 +196,18 @@ class CsvFieldRows {
     private readonly rows: RecordRows,
     private readonly target: TargetTable,
     private readonly storable: StorableValues,
-    nullText: string | undefined,
+    nulls: NullTexts,
     /** Valid rows get their values too (to bind, where there is no COPY). */
     private readonly withValues: boolean,
   ) {
-    // The default null text is the empty field, which `nullBytes` null stands for.
-    this.nullBytes = nullText === undefined || nullText === '' ? null : Buffer.from(nullText);
+    // The byte path reads unquoted fields only (a quote hands the rest over to `csvRecords`).
+    this.nullBytes = nulls === null ? null : [...nulls].map((text) => Buffer.from(text));
     const kept = new Set([...(rows.keyColumnNames() ?? []), ...target.primaryKey]);
     // A record object lists integer-like names first: its key order, built the same way.
     const record: Record<string, number> = {};
-    header.forEach((name, position) => Object.defineProperty(record, name, { value: position, enumerable: true, writable: true, configurable: true }));
+    header.forEach((name, position) =>
+      Object.defineProperty(record, name, { value: position, enumerable: true, writable: true, configurable: true }),
+    );
     for (const name of Object.keys(record)) {
       const at = target.fieldColumns.get(name);
       if (at === undefined || this.columns.includes(at)) continue;
@@ -264,7 +272,12 @@ class CsvFieldRows {
     }
     if (this.missing) {
       copy?.truncate(mark);
-      return { kind: 'invalid' as const, index, field: this.missing.name, reason: `no field fills the NOT NULL column "${this.missing.name}"` };
+      return {
+        kind: 'invalid' as const,
+        index,
+        field: this.missing.name,
+        reason: `no field fills the NOT NULL column "${this.missing.name}"`,
+      };
     }
     copy?.endRow();
     return { kind: 'row' as const, index, values, columns: this.columns, record: null, key: this.hasKey ? this.rows.keyOf(values) : null };
@@ -280,7 +293,7 @@ class CsvFieldRows {
     binary: CopyBinary | null,
     values: ColumnValue[],
   ): string | null {
-    if (this.nullBytes === null ? start === end : end - start === this.nullBytes.length && this.nullBytes.equals(bytes.subarray(start, end))) {
+    if (this.nullBytes === null ? start === end : isNullText(this.nullBytes, bytes, start, end)) {
       return this.converted(plan, null, copy, binary, values);
     }
     if (this.accepted(plan, bytes, start, end, copy)) {
@@ -292,7 +305,13 @@ class CsvFieldRows {
   }
 
   /** The generic conversion of one field's text (or NULL). */
-  private converted(plan: FieldPlan, text: string | null, copy: CopyText | null, binary: CopyBinary | null, values: ColumnValue[]): string | null {
+  private converted(
+    plan: FieldPlan,
+    text: string | null,
+    copy: CopyText | null,
+    binary: CopyBinary | null,
+    values: ColumnValue[],
+  ): string | null {
     const converted = convertValue(text, plan.column, this.storable);
     if ('reason' in converted) return converted.reason;
     if (values !== NO_VALUES && (this.withValues || plan.keyed)) values[plan.at] = converted.value;
@@ -499,3 +518,9 @@ class CsvFieldRows {
 }
 
 const SPACE_BYTES = Buffer.from(' ');
+
+/** Whether `bytes[start…end)` is one of the null texts. */
+function isNullText(texts: Buffer[], bytes: Buffer, start: number, end: number): boolean {
+  for (const text of texts) if (end - start === text.length && text.equals(bytes.subarray(start, end))) return true;
+  return false;
+}

@@ -1,22 +1,44 @@
 import type { EntityManager, EntityTarget, QueryRunner } from 'typeorm';
-import { isRetryable } from '../../core/database-errors';
-import { DatabaseError, FingerprintMismatchError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
-import { progressSince, type Progress } from '../../core/progress';
-import { LoopSpans } from '../../core/telemetry';
-import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../../core/transaction';
-import { AbandonedPipeline, binaryWire, type BoundStatement, CopyBinary, CopyText, dialectOf, type RecordConflict, skipCopyRows } from '../../dialect';
-import { cursorMismatch } from '../apply-chunk';
-import { ChunkInFlight, type ChunkOrder } from '../chunk-in-flight';
-import { beginIn, fingerprintMismatch } from '../begin';
+import { DatabaseError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
+import type { Progress } from '../../core/progress';
+import { dataSourceOf, type Db, joinsTransaction, transact } from '../../core/transaction';
+import {
+  binaryWire,
+  type BoundStatement,
+  CopyBinary,
+  CopyText,
+  dialectOf,
+  type RecordConflict,
+  skipCopyRows,
+  type TableRef,
+} from '../../dialect';
+import type { ChunkOrder } from '../chunk-in-flight';
+import { beginIn, heldBefore } from '../begin';
+import { stopFor, type StopReason } from '../../control/job-state';
+import type { LoopControl } from '../../control/loop-control';
 import { DuplicateIds } from '../duplicate-ids';
+import { optionsHash, validatedResume } from '../resume';
 import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from '../source-blocks';
 import type { StorableValues } from './column-values';
 import { csvCopyGroups, readsAsBytes } from './csv-copy-rows';
-import { type CsvOptions, gunzipped, readRecords, validateCsvOptions } from './record-readers';
+import { type CsvOptions, type NullTexts, nullTextsOf, readRecords, validateCsvOptions, validateNullIf } from './record-readers';
+import { decoded } from '../gunzipped';
+import {
+  changedBetweenPasses,
+  type ChunkOutcome,
+  ChunkPipeline,
+  notAtStart,
+  pipelinedWrite,
+  proceedAfter,
+  storedState as committedState,
+  unchanged,
+} from '../chunk-pipeline';
 import { type Evaluated, itemGroup, type RecordMap, RecordRows, type RowGroup } from './record-rows';
-import { type TargetTable, targetTable } from './target-table';
+import { findTargetTable, type TargetTable, tableToCreate, targetTable } from './target-table';
+import { ColumnInference } from './column-inference';
+import { run } from '../../core/run-statement';
 import {
   copiesInOneRoundTrip,
   copyChunkTransaction,
@@ -37,27 +59,58 @@ export interface RecordsOptions {
   into?: EntityTarget<unknown> | string;
   /** Records mode without `into`: the handler gets records. Implied by `into`. */
   records?: boolean;
-  /** Identity fields of the row as written (after `map`); a repeated key is an invalid row. */
-  key?: string | string[];
+  /**
+   * Identity fields of the row as written (after `map`); a key repeated within the file is an
+   * invalid row, found in pass 1 before any write. Default: with `into`, the target's primary key
+   * (the key its conflicts use); without `into`, none. `false` turns the check off (CLI `--no-key`).
+   */
+  key?: string | string[] | false;
   /** Record → column values (property or column names); null skips the row. Must be pure: it runs in both passes. */
   map?: RecordMap;
-  /** `into` only: a row whose key exists in the target fails its chunk, keeps the old row, or overwrites it. */
+  /** `into` only: a row whose key exists in the target fails its chunk with `INVALID_INPUT` (`'error'`, the default), keeps the old row (`'skip'`), or overwrites it (`'update'`). */
   conflict?: 'error' | 'skip' | 'update';
   /** 'reject' (default): an invalid row rejects the file before any write; 'skip': invalid rows are recorded and left out. */
   invalid?: 'reject' | 'skip';
-  /** With 'skip': more invalid rows than this rejects the file before any write. */
+  /** With `invalid: 'skip'`: more invalid rows than this rejects the file (`INVALID_INPUT`) before any write. Default: no limit. */
   maxInvalid?: number;
+  /** How CSV files are read; ignored for JSON formats. */
   csv?: CsvOptions;
-  /** Validate only (pass 1): nothing is written. */
+  /**
+   * Texts read as NULL in every format: a CSV field (quoted or not) or a JSON string field equal to
+   * one of them (CLI `--null`, repeatable). Default: an empty unquoted CSV field is NULL, nothing in JSON.
+   */
+  nullIf?: string[];
+  /** Validate only (pass 1): nothing is written, and the result reports the first invalid rows in `errors`. Default false. */
   check?: boolean;
+  /**
+   * `into` a table that does not exist: pass 1 infers each field's column type, and the table is
+   * created in the database's own types before the first chunk (`created.ddl`; the primary key is
+   * `key`). With `check`, the statement is returned and nothing is created. Default false.
+   */
+  create?: boolean;
   /** Commit every chunk synchronously (PostgreSQL otherwise commits all but the last one asynchronously). */
   durable?: boolean;
 }
 
+/** Invalid rows of one kind as `check` counts them: the same field and reason. */
+export interface RowErrorGroup {
+  /** The field at fault, or null when the whole row is. */
+  field: string | null;
+  /** What is wrong, in words (the same for every row of the group). */
+  reason: string;
+  /** How many rows of the file have it. */
+  rows: number;
+  /** The first of them. */
+  firstIndex: number;
+}
+
 /** One invalid row as `check` reports it. */
 export interface RowError {
+  /** The row's position in the source, from 0. */
   index: number;
+  /** The field at fault, or null when the whole row is (not an object, a wrong field count, …). */
   field: string | null;
+  /** What is wrong, in words. */
   reason: string;
 }
 
@@ -70,6 +123,9 @@ export interface RecordsResult {
   skipped: number;
   invalid: number;
   errors?: RowError[];
+  summary?: RowErrorGroup[];
+  created?: { ddl: string };
+  stopped?: StopReason;
 }
 
 /** What importFile has settled before handing over to records mode. */
@@ -83,6 +139,8 @@ export interface RecordsCall {
   handler?: (records: Record<string, unknown>[], tx: EntityManager, start: number) => unknown;
   onProgress?: (progress: Progress) => void;
   signal?: AbortSignal;
+  /** Pause, cancel, throttle and time limit (see `LoopControl`). */
+  control: LoopControl;
 }
 
 const MAX_ERRORS = 100;
@@ -98,11 +156,14 @@ interface Plan extends RecordsCall {
   lenient: boolean;
   maxInvalid: number | undefined;
   csv: CsvOptions;
+  nulls: NullTexts;
   check: boolean;
   durable: boolean;
   storable: StorableValues;
   /** A CSV `into` a table without `map` whose records `csvCopyGroups` reads as bytes. */
   bytes: boolean;
+  /** `create` of a table that does not exist yet: its name, and the types pass 1 infers for it. */
+  creating: { table: TableRef; inference: ColumnInference } | null;
 }
 
 /** What pass 1 found. */
@@ -113,6 +174,8 @@ interface Scan {
   /** Rows whose key appeared earlier (ascending): invalid rows pass 2 must leave out. */
   duplicates: number[];
   errors: RowError[];
+  /** With `check`: every invalid row, grouped by field and reason. */
+  summary: RowErrorGroup[];
 }
 
 export function validateRecordsOptions(options: RecordsOptions): void {
@@ -120,36 +183,66 @@ export function validateRecordsOptions(options: RecordsOptions): void {
   if (conflict !== undefined && !['error', 'skip', 'update'].includes(conflict)) {
     throw new InvalidArgumentError("importFile: conflict must be 'error', 'skip' or 'update'.");
   }
-  if (conflict !== undefined && conflict !== 'error' && options.into === undefined) throw new InvalidArgumentError('importFile: conflict needs into.');
-  if (invalid !== undefined && invalid !== 'reject' && invalid !== 'skip') throw new InvalidArgumentError("importFile: invalid must be 'reject' or 'skip'.");
+  if (conflict !== undefined && conflict !== 'error' && options.into === undefined)
+    throw new InvalidArgumentError('importFile: conflict needs into.');
+  if (invalid !== undefined && invalid !== 'reject' && invalid !== 'skip')
+    throw new InvalidArgumentError("importFile: invalid must be 'reject' or 'skip'.");
   if (maxInvalid !== undefined && (typeof maxInvalid !== 'number' || !Number.isSafeInteger(maxInvalid) || maxInvalid < 0)) {
     throw new InvalidArgumentError('importFile: maxInvalid must be a non-negative integer.');
   }
   if (maxInvalid !== undefined && invalid !== 'skip') throw new InvalidArgumentError("importFile: maxInvalid needs invalid: 'skip'.");
-  if (key !== undefined) {
+  if (key !== undefined && key !== false) {
     const fields = typeof key === 'string' ? [key] : key;
     if (!Array.isArray(fields) || fields.length === 0 || !fields.every((f) => typeof f === 'string' && f.length > 0)) {
       throw new InvalidArgumentError('importFile: key must be a field name or a non-empty array of them.');
     }
   }
   if (map !== undefined && typeof map !== 'function') throw new InvalidArgumentError('importFile: map must be a function.');
-  for (const flag of ['records', 'check', 'durable'] as const) {
-    if (options[flag] !== undefined && typeof options[flag] !== 'boolean') throw new InvalidArgumentError(`importFile: ${flag} must be a boolean.`);
+  if (options.create !== undefined && options.into === undefined) throw new InvalidArgumentError('importFile: create needs into.');
+  for (const flag of ['records', 'check', 'durable', 'create'] as const) {
+    if (options[flag] !== undefined && typeof options[flag] !== 'boolean')
+      throw new InvalidArgumentError(`importFile: ${flag} must be a boolean.`);
   }
   validateCsvOptions(options.csv);
+  validateNullIf(options.nullIf);
+}
+
+/**
+ * The key's fields: `key` as given; by default, `into` a table, its primary key (the key its
+ * conflicts use), so a key repeated within the file is found in pass 1; none with `key: false`.
+ */
+function keyOf(key: RecordsOptions['key'], target: TargetTable | null): string[] | null {
+  if (key === false) return null;
+  if (key !== undefined) return typeof key === 'string' ? [key] : key;
+  return target && target.primaryKey.length > 0 ? target.primaryKey : null;
 }
 
 async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan> {
-  const key = options.key === undefined ? null : typeof options.key === 'string' ? [options.key] : options.key;
   const dialect = dialectOf(dataSourceOf(call.db));
-  const target = options.into === undefined ? null : await transact(call.db, (tx) => targetTable(tx, options.into!));
+  const { into } = options;
+  const target =
+    into === undefined
+      ? null
+      : await transact(call.db, (tx) => (options.create === true ? findTargetTable(tx, into) : targetTable(tx, into)));
+  const key = keyOf(options.key, target);
   const storable = { ...dialect.storable, jsonSource: call.format !== 'csv' };
-  const rows = new RecordRows(target, storable, options.map, key);
+  const creating =
+    into !== undefined && target === null
+      ? {
+          table: await transact(call.db, async (tx) => tableToCreate(tx, into)),
+          inference: new ColumnInference({ jsonSource: storable.jsonSource }),
+        }
+      : null;
+  // The default key is the table's own: a row it leaves NULL (a generated id) repeats nothing, as in the index.
+  const observe = creating ? (record: Record<string, unknown>) => creating.inference.add(record) : undefined;
+  const rows = new RecordRows(target, storable, options.map, key, options.key === undefined, observe);
   const keyColumns = rows.keyColumnNames() ?? target?.primaryKey ?? [];
   let conflict: RecordConflict | undefined;
   if (target && options.conflict !== undefined && options.conflict !== 'error') {
     if (keyColumns.length === 0) {
-      throw new InvalidArgumentError(`importFile: conflict '${options.conflict}' needs a key: "${target.table.name}" has no primary key; pass key.`);
+      throw new InvalidArgumentError(
+        `importFile: conflict '${options.conflict}' needs a key: "${target.table.name}" has no primary key; pass key.`,
+      );
     }
     conflict = { mode: options.conflict, keyColumns, update: [] };
   }
@@ -163,10 +256,12 @@ async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan>
     lenient: options.invalid === 'skip',
     maxInvalid: options.maxInvalid,
     csv: options.csv ?? {},
+    nulls: nullTextsOf(options.nullIf, options.csv ?? {}),
     check: options.check === true,
     durable: options.durable === true,
     storable,
     bytes: call.format === 'csv' && target !== null && options.map === undefined && readsAsBytes(options.csv ?? {}),
+    creating,
   };
 }
 
@@ -175,18 +270,22 @@ async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan>
  * rows with their values only when asked for (their key's always).
  */
 async function* sourceGroups(plan: Plan, blocks: AsyncIterable<Buffer>, values: boolean): AsyncGenerator<RowGroup> {
-  const input = plan.gzip ? gunzipped(blocks) : blocks;
+  const input = decoded(blocks, plan.gzip);
   if (plan.bytes) {
-    yield* csvCopyGroups(input, plan.csv, plan.rows, plan.target!, plan.storable, values);
+    yield* csvCopyGroups(input, plan.csv, plan.nulls, plan.rows, plan.target!, plan.storable, values);
     return;
   }
-  for await (const items of readRecords(plan.format, input, plan.csv)) yield itemGroup(items, plan.rows);
+  for await (const items of readRecords(plan.format, input, plan.csv, plan.nulls)) yield itemGroup(items, plan.rows);
 }
 
 function rowError(error: RowError): InvalidInputError {
-  return new InvalidInputError(`Row ${error.index}${error.field === null ? '' : `, field "${error.field}"`}: ${error.reason}.`, error.index, {
-    ...(error.field === null ? {} : { field: error.field }),
-  });
+  return new InvalidInputError(
+    `Row ${error.index}${error.field === null ? '' : `, field "${error.field}"`}: ${error.reason}.`,
+    error.index,
+    {
+      ...(error.field === null ? {} : { field: error.field }),
+    },
+  );
 }
 
 function duplicateError(plan: Plan, index: number): RowError {
@@ -195,25 +294,74 @@ function duplicateError(plan: Plan, index: number): RowError {
 
 /** Records mode of importFile (see `importFile`): pass 1 validates, pass 2 writes chunk by chunk with the checkpoint. */
 export async function importRecords(call: RecordsCall, options: RecordsOptions): Promise<RecordsResult> {
-  const plan = await planOf(call, options);
+  let plan = await planOf(call, options);
   const record = newSourceRecord();
   const empty = { batch: plan.batch, digest: '', nextIndex: 0, rows: 0, done: false, skipped: 0, invalid: 0 };
-  if (plan.signal?.aborted && !plan.check) return storedState(plan);
-  const scan = await scanSource(plan, record);
-  if (scan === null) return storedState(plan);
+  if (plan.signal?.aborted && !plan.check) return { ...(await storedState(plan)), stopped: 'signal' };
+  // A paused or cancelled batch: the file is not read (with whilePaused 'wait', once it is resumed).
+  const held = plan.check ? undefined : await heldBefore(plan.db, plan.batch, plan.control);
+  if (held) return { ...(await storedState(plan)), stopped: held };
+  // A resume of a batch validated with the same options and file: pass 1 is only the digest.
+  const hash = recordsOptionsHash(plan, options);
+  const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal);
+  const scan = resumed ? validatedScan(resumed.total) : await scanSource(plan, record);
+  if (scan === null) return { ...(await storedState(plan)), stopped: 'signal' };
+  const ddl = plan.creating ? await createStatement(plan) : null;
+  const created = ddl === null ? {} : { created: { ddl } };
   if (plan.check) {
-    const { total, skipped, invalid, errors } = scan;
-    return { ...empty, digest: record.digest, rows: total - skipped - invalid, skipped, invalid, errors };
+    const { total, skipped, invalid, errors, summary } = scan;
+    return { ...empty, digest: record.digest, rows: total - skipped - invalid, skipped, invalid, errors, summary, ...created };
   }
-  return writeSource(plan, record, scan);
+  let validated = hash;
+  if (ddl !== null) {
+    // Created before the first chunk; pass 2 converts each row for the table as the catalogue now has it.
+    await transact(plan.db, (tx) => run(tx, ddl, [], `creating the table "${plan.creating!.table.name}"`));
+    plan = await planOf(call, options);
+    validated = recordsOptionsHash(plan, options);
+  }
+  // Pass 2 leaves out the repeats of a key pass 1 found: a resume needs pass 1 again then.
+  const written = await writeSource(plan, resumed?.record ?? record, scan, scan.duplicates.length === 0 ? validated : null);
+  return { ...written, ...created };
+}
+
+/** The CREATE TABLE statement for what pass 1 inferred; INVALID_ARGUMENT when `key` names a field the file does not have. */
+async function createStatement(plan: Plan): Promise<string> {
+  const { table, inference } = plan.creating!;
+  const columns = inference.columns();
+  const missing = (plan.key ?? []).find((field) => !columns.some((column) => column.name === field));
+  if (missing !== undefined) throw new InvalidArgumentError(`importFile: create: the key field "${missing}" is not a field of the file.`);
+  const dialect = dialectOf(dataSourceOf(plan.db));
+  const textKeyCollation = await transact(plan.db, (tx) => dialect.exactTextCollation(tx.queryRunner!));
+  return dialect.createTable(table, columns, plan.key ?? [], textKeyCollation === undefined ? {} : { textKeyCollation });
+}
+
+/** Everything in the options that changes what pass 1 accepts or how pass 2 converts a row. */
+function recordsOptionsHash(plan: Plan, options: RecordsOptions): string {
+  const { format, gzip, csv, nulls, key, lenient, maxInvalid, storable, target } = plan;
+  return optionsHash({
+    rows: 'records',
+    format,
+    gzip,
+    csv,
+    nulls: nulls && [...nulls].sort(),
+    key,
+    lenient,
+    maxInvalid,
+    storable,
+    target: target && { table: target.table, columns: target.columns, fields: [...target.fieldColumns] },
+    map: options.map,
+    handler: plan.handler !== undefined,
+  });
+}
+
+/** Pass 1's findings for a batch validated before: its row count, and no repeated key to leave out. */
+function validatedScan(total: number): Scan {
+  return { total, skipped: 0, invalid: 0, duplicates: [], errors: [], summary: [] };
 }
 
 /** What is committed for the batch, for a call stopped before it wrote anything. */
 async function storedState(plan: Plan): Promise<RecordsResult> {
-  const row = await transact(plan.db, (tx) => readImport(tx, plan.batch));
-  const nextIndex = row ? Number(row.next_index) : 0;
-  const total = row?.total_rows === null || row === undefined ? null : Number(row.total_rows);
-  return { batch: plan.batch, digest: row?.digest ?? '', nextIndex, rows: 0, done: total !== null && nextIndex >= total, skipped: 0, invalid: 0 };
+  return { ...(await committedState(plan.db, plan.batch)), skipped: 0, invalid: 0 };
 }
 
 /** Pass 1: digest, read and evaluate every row; the first invalid row rejects the file unless invalid rows are skipped. */
@@ -222,6 +370,7 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
   const lenient = plan.lenient || plan.check;
   const keep = plan.check ? MAX_ERRORS : plan.lenient ? (plan.maxInvalid ?? -1) + 1 : 1;
   const found: RowError[] = [];
+  const summary = new ErrorSummary();
   let total = 0;
   let skipped = 0;
   let invalid = 0;
@@ -234,6 +383,7 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
           skipped++;
         } else if (evaluated.kind === 'invalid') {
           invalid++;
+          if (plan.check) summary.add(evaluated);
           if (found.length < keep) found.push({ index: evaluated.index, field: evaluated.field, reason: evaluated.reason });
           if (!lenient) break scanning;
         } else if (duplicates && evaluated.key !== null) {
@@ -243,6 +393,8 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
       }
       if (plan.signal?.aborted && !plan.check) return null;
     }
+    // A key naming no field of the file is the options' fault (INVALID_ARGUMENT), not the rows'.
+    if (plan.creating) await createStatement(plan);
     const lookup = (indexes: number[]) => keysAt(plan, record, indexes);
     let repeated: number[] = [];
     if (duplicates && !lenient) {
@@ -263,9 +415,42 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
         past.field === null ? {} : { field: past.field },
       );
     }
-    return { total, skipped, invalid: allInvalid, duplicates: repeated, errors: errors.slice(0, MAX_ERRORS) };
+    if (plan.check) for (const index of repeated) summary.add(duplicateError(plan, index));
+    return { total, skipped, invalid: allInvalid, duplicates: repeated, errors: errors.slice(0, MAX_ERRORS), summary: summary.groups() };
   } finally {
     await duplicates?.close();
+  }
+}
+
+/** Groups kept at most; rows of further kinds count in one "other reasons" group per field. */
+const MAX_GROUPS = 1000;
+
+/** `check`'s summary: invalid rows counted by field and reason, in bounded memory. */
+class ErrorSummary {
+  private readonly byKind = new Map<string, RowErrorGroup>();
+
+  add(error: RowError): void {
+    let kind = JSON.stringify([error.field, error.reason]);
+    let group = this.byKind.get(kind);
+    if (group === undefined && this.byKind.size >= MAX_GROUPS) {
+      kind = JSON.stringify([error.field, null]);
+      group = this.byKind.get(kind);
+      if (group === undefined) {
+        group = { field: error.field, reason: 'other reasons', rows: 0, firstIndex: error.index };
+        this.byKind.set(kind, group);
+      }
+    }
+    if (group === undefined) {
+      group = { field: error.field, reason: error.reason, rows: 0, firstIndex: error.index };
+      this.byKind.set(kind, group);
+    }
+    group.rows++;
+    if (error.index < group.firstIndex) group.firstIndex = error.index;
+  }
+
+  /** The groups, most rows first (then by first row). */
+  groups(): RowErrorGroup[] {
+    return [...this.byKind.values()].sort((a, b) => b.rows - a.rows || a.firstIndex - b.firstIndex);
   }
 }
 
@@ -331,13 +516,17 @@ interface Chunk {
 }
 
 /** Pass 2: begin or resume the import, then commit the rows from the checkpoint on, chunk by chunk. */
-async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promise<RecordsResult> {
-  const { db, batch, size, signal, onProgress } = plan;
+async function writeSource(plan: Plan, record: SourceRecord, scan: Scan, validated: string | null): Promise<RecordsResult> {
+  const { db, batch, size, signal } = plan;
   const total = scan.total;
-  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total));
-  const result: RecordsResult = { batch, digest: record.digest, nextIndex: Number(started.next_index), rows: 0, done: false, skipped: 0, invalid: 0 };
-  if (result.nextIndex >= total) return { ...result, done: true };
-  if (signal?.aborted) return result;
+  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated));
+  const nextIndex = Number(started.next_index);
+  const result: RecordsResult = { batch, digest: record.digest, nextIndex, rows: 0, done: false, skipped: 0, invalid: 0 };
+  if (nextIndex >= total) return { ...result, done: true };
+  if (signal?.aborted) return { ...result, stopped: 'signal' };
+  // Paused or cancelled during pass 1: no chunk goes.
+  const stop = stopFor(started);
+  if (stop) return { ...result, stopped: stop };
   // Chunks but the last commit asynchronously where the import owns its transactions (see README).
   const setting = plan.durable || joinsTransaction(db) ? undefined : dialectOf(dataSourceOf(db)).asynchronousCommit;
   const asynchronous: BoundStatement | undefined = setting === undefined ? undefined : { sql: setting, parameters: [] };
@@ -360,86 +549,71 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan): Promis
   let copying: RowCopy | null = null;
   const wires = plan.target ? plan.target.columns.map(binaryWire) : [];
   let copyColumns: number[] | null = null;
-  const startedAt = Date.now();
-  let bytes = 0;
-  let chunks = 0;
-  let chunk = emptyChunk(result.nextIndex);
-  let duplicate = 0;
-  const spans = new LoopSpans();
-  const commit = async (taken: Chunk, order: ChunkOrder) => {
-    const last = taken.start + taken.count >= total;
-    // The same span and metrics as a chunk of the lab shape; rows `map` skipped and invalid rows as attributes.
-    const outcome = await spans.traced('import.chunk', { job: batch, index: taken.start }, async (span) => {
+  const pipeline = new ChunkPipeline<Chunk>({
+    db,
+    batch,
+    record,
+    total,
+    nextIndex,
+    depth,
+    control: plan.control,
+    signal,
+    onProgress: plan.onProgress,
+    async commit(taken, order, span) {
+      const last = taken.start + taken.count >= total;
       const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, held, order);
+      // Rows `map` skipped and invalid rows as attributes of the chunk's span.
       if (committed?.advanced) span.set({ skipped: taken.skipped.length, invalid: taken.rejects.length });
-      span.committed(committed?.advanced ? taken.rows.length : 0, committed?.advanced ?? false);
       return committed;
-    });
-    // Results are taken in chunk order; an abandoned chunk (null) changed nothing.
-    await order.previous;
-    if (outcome === null) return;
-    result.nextIndex = outcome.next;
-    if (!outcome.advanced) return;
-    result.rows += taken.rows.length;
-    result.skipped += taken.skipped.length;
-    result.invalid += taken.rejects.length;
-    chunks++;
-    onProgress?.(progressSince(startedAt, { name: batch, batches: chunks, items: result.rows, total, bytes, totalBytes: record.bytes }));
-  };
-  const inFlight = new ChunkInFlight(commit, depth);
-  /** Waits until another chunk may go (`depth` in flight), then sends this one; false when the import is to stop instead. */
-  const submit = async (): Promise<boolean> => {
-    await inFlight.ready();
-    if (result.nextIndex >= total || signal?.aborted) {
-      // Never return with a chunk in flight: its connection goes back to the pool after the import.
-      await inFlight.settle();
-      return false;
-    }
+    },
+    counted(taken) {
+      result.skipped += taken.skipped.length;
+      result.invalid += taken.rejects.length;
+    },
+  });
+  let chunk = emptyChunk(nextIndex);
+  const take = (from: number): Chunk | null => {
     // At most `depth` chunks are in flight: the COPY text taken before them can be reused (`CopyText.take`).
-    if (copying) chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [], binary: copying instanceof CopyBinary };
-    // Another runner of this import may have committed some of these rows already.
-    const taken = rowsFrom(chunk, result.nextIndex);
+    if (copying)
+      chunk.copied = { rows: copying.take(), columns: copyColumns ?? chunk.rows[0]?.columns ?? [], binary: copying instanceof CopyBinary };
+    const taken = rowsFrom(chunk, from);
     chunk = emptyChunk(taken.start + taken.count);
-    if (taken.count > 0) inFlight.start(taken);
-    return true;
+    return taken.count > 0 ? taken : null;
   };
-  const stopped = () => ({ ...result, done: result.nextIndex >= total });
-  try {
-    const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (bytes = read) });
-    for await (const group of unchanged(sourceGroups(plan, blocks, !copies), batch, record)) {
-      if (copies) copying ??= group.binary === true ? new CopyBinary(depth) : new CopyText(depth);
-      for (let r = 0; r < group.length; r++) {
-        const index = group.index(r);
-        // Rows committed before this call are behind the checkpoint.
-        if (index < chunk.start) continue;
-        while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < index) duplicate++;
-        const repeated = scan.duplicates[duplicate] === index;
-        let evaluated: Evaluated = group.evaluate(r, repeated ? null : copying);
-        if (evaluated.kind === 'row' && repeated) evaluated = { kind: 'invalid', ...duplicateError(plan, index) };
-        chunk.count++;
-        if (evaluated.kind === 'row') {
-          chunk.rows.push(evaluated);
-          // Rows read after `csvCopyGroups` handed the rest of the file over are written here, in the same column order.
-          if (copying && group.copies) copyColumns = evaluated.columns;
-          else if (copying) copyRow(copying, evaluated.values, (copyColumns ??= evaluated.columns), wires);
-        } else if (evaluated.kind === 'skipped') chunk.skipped.push(index);
-        else if (plan.lenient) chunk.rejects.push({ index, reason: rejectReason(evaluated), raw: group.raw(r) });
-        else throw changedBetweenPasses(batch, record);
-        // The chunk that ends the file waits for the end of the file: only then is all of it verified.
-        if (chunk.count === size && index + 1 < total && !(await submit())) return stopped();
+  let duplicate = 0;
+  const ended = await pipeline.run(
+    async () => {
+      const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (pipeline.bytes = read) });
+      for await (const group of unchanged(sourceGroups(plan, blocks, !copies), batch, record)) {
+        if (copies) copying ??= group.binary === true ? new CopyBinary(depth) : new CopyText(depth);
+        for (let r = 0; r < group.length; r++) {
+          const index = group.index(r);
+          // Rows committed before this call are behind the checkpoint.
+          if (index < chunk.start) continue;
+          while (duplicate < scan.duplicates.length && scan.duplicates[duplicate] < index) duplicate++;
+          const repeated = scan.duplicates[duplicate] === index;
+          let evaluated: Evaluated = group.evaluate(r, repeated ? null : copying);
+          if (evaluated.kind === 'row' && repeated) evaluated = { kind: 'invalid', ...duplicateError(plan, index) };
+          chunk.count++;
+          if (evaluated.kind === 'row') {
+            chunk.rows.push(evaluated);
+            // Rows read after `csvCopyGroups` handed the rest of the file over are written here, in the same column order.
+            if (copying && group.copies) copyColumns = evaluated.columns;
+            else if (copying) copyRow(copying, evaluated.values, (copyColumns ??= evaluated.columns), wires);
+          } else if (evaluated.kind === 'skipped') chunk.skipped.push(index);
+          else if (plan.lenient) chunk.rejects.push({ index, reason: rejectReason(evaluated), raw: group.raw(r) });
+          else throw changedBetweenPasses(batch, record);
+          if (chunk.count === size && pipeline.endsBefore(index) && !(await pipeline.submit(take))) return false;
+        }
       }
-    }
-    if (chunk.count > 0) await submit();
-    await inFlight.settle();
-    return stopped();
-  } catch (error) {
-    // Never return while a chunk is still committing; the error that stopped the import wins.
-    await inFlight.settle().catch(() => undefined);
-    throw error;
-  } finally {
-    spans.flush();
-    await (runner as QueryRunner | null)?.release();
-  }
+      if (chunk.count > 0) await pipeline.submit(take);
+      return true;
+    },
+    async () => {
+      await (runner as QueryRunner | null)?.release();
+    },
+  );
+  return { ...ended, skipped: result.skipped, invalid: result.invalid };
 }
 
 function emptyChunk(start: number): Chunk {
@@ -466,22 +640,6 @@ function rejectReason(invalid: Extract<Evaluated, { kind: 'invalid' }>): string 
   return invalid.field === null ? invalid.reason : `${invalid.field}: ${invalid.reason}`;
 }
 
-function changedBetweenPasses(batch: string, record: SourceRecord): FingerprintMismatchError {
-  return new FingerprintMismatchError(
-    `The file of import "${batch}" (or what map makes of it) changed while it was being imported (digest ${record.digest} when validated).`,
-  );
-}
-
-/** In pass 2 the bytes are those pass 1 validated, so an unreadable file can only mean it changed. */
-async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, record: SourceRecord): AsyncGenerator<T> {
-  try {
-    yield* items;
-  } catch (error) {
-    if (error instanceof InvalidInputError) throw changedBetweenPasses(batch, record);
-    throw error;
-  }
-}
-
 /**
  * Commits one chunk as applyChunk does: the checkpoint advance, the chunk's rejects and its rows in
  * one transaction. When another runner already went past `start`, nothing is written and its
@@ -494,27 +652,23 @@ async function commitChunk(
   asynchronous: BoundStatement | undefined,
   held: (() => QueryRunner) | null,
   order: ChunkOrder,
-): Promise<{ next: number; advanced: boolean } | null> {
+): Promise<ChunkOutcome | null> {
   const { batch } = plan;
   const { digest } = record;
   const { start, count, rows, rejects } = chunk;
   const write: RowWrite | null = plan.target
     ? { target: plan.target, conflict: plan.conflict, keyColumns: plan.keyColumns, before: asynchronous ? [asynchronous] : [] }
     : null;
-  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write))) return commitHeld(plan, record, chunk, write, held(), order);
+  if (held && write && (chunk.copied || copiesInOneRoundTrip(held().manager, rows, write)))
+    return commitHeld(plan, record, chunk, write, held(), order);
   // Not pipelined: this chunk's transaction starts once the one before has ended (nothing, if it failed).
   if (!(await order.previous)) return null;
   let writing = false;
   try {
-    return await transact(plan.db, async (tx) => {
+    return await transact(plan.db, async (tx): Promise<ChunkOutcome> => {
       // The usual case in one statement: the checkpoint is at `start`, so advance it (and hold its lock).
       if (!(await advanceImport(tx, batch, digest, start, start + count, { rows: rows.length, skipped: chunk.skipped.length }))) {
-        const stored = await lockImport(tx, batch);
-        if (stored === undefined) throw cursorMismatch(batch, stored, start);
-        if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
-        const next = Number(stored.next_index);
-        if (next > start) return { next, advanced: false };
-        throw cursorMismatch(batch, stored, start);
+        return notAtStart(batch, digest, start, await lockImport(tx, batch));
       }
       if (rejects.length > 0) await writeRejects(tx, batch, rejects);
       if (write && rows.length > 0) {
@@ -523,9 +677,14 @@ async function commitChunk(
         writing = false;
       } else {
         if (asynchronous) await tx.query(asynchronous.sql, asynchronous.parameters);
-        if (plan.handler) await plan.handler(rows.map((row) => row.record as Record<string, unknown>), tx, start);
+        if (plan.handler)
+          await plan.handler(
+            rows.map((row) => row.record as Record<string, unknown>),
+            tx,
+            start,
+          );
       }
-      return { next: start + count, advanced: true };
+      return { next: start + count, written: rows.length, advanced: true };
     });
   } catch (error) {
     // A key the table holds already: named once the chunk rolled back (PostgreSQL refuses any
@@ -549,39 +708,25 @@ async function commitHeld(
   write: RowWrite,
   runner: QueryRunner,
   order: ChunkOrder,
-): Promise<{ next: number; advanced: boolean } | null> {
+): Promise<ChunkOutcome | null> {
   const { batch } = plan;
   const { digest } = record;
   const { start, count, rows, rejects } = chunk;
-  // Committed only after the chunk before it, and not once the import is stopped.
-  const proceed = order.previous.then((committed) => committed && !plan.signal?.aborted);
-  const pipelined = { proceed, onSent: order.sent };
-  for (let attempt = 1; ; attempt++) {
-    try {
-      if (await copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, pipelined)) return { next: start + count, advanced: true };
-      break;
-    } catch (error) {
-      if (error instanceof AbandonedPipeline) {
-        // Sent behind a chunk that did not commit: once that one has settled, this one goes again, or not at all.
-        if (!(await order.previous) || plan.signal?.aborted) return null;
-        attempt--;
-        continue;
-      }
-      if (error instanceof InvalidInputError) {
-        const named = await valuesOf(plan, record, rows)
-          .then((valued) => firstExistingKey(runner.manager, valued, write))
-          .catch(() => null);
-        throw named ?? error;
-      }
-      if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
-    }
-    await retryPause(attempt);
+  const pipelined = { proceed: proceedAfter(order, plan.signal), onSent: order.sent };
+  let copied: boolean | null;
+  try {
+    copied = await pipelinedWrite(order, plan.signal, () =>
+      copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, pipelined),
+    );
+  } catch (error) {
+    if (!(error instanceof InvalidInputError)) throw error;
+    const named = await valuesOf(plan, record, rows)
+      .then((valued) => firstExistingKey(runner.manager, valued, write))
+      .catch(() => null);
+    throw named ?? error;
   }
+  if (copied === null) return null;
+  if (copied) return { next: start + count, written: rows.length, advanced: true };
   // Not at `start`: the committed state says why (read in autocommit on the same connection).
-  const stored = await readImport(runner.manager, batch);
-  if (stored === undefined) throw cursorMismatch(batch, stored, start);
-  if (stored.digest !== digest) throw fingerprintMismatch(batch, stored.digest, digest);
-  const next = Number(stored.next_index);
-  if (next > start) return { next, advanced: false };
-  throw cursorMismatch(batch, stored, start);
+  return notAtStart(batch, digest, start, await readImport(runner.manager, batch));
 }

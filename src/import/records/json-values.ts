@@ -87,7 +87,11 @@ export function parseJson(text: string): unknown {
       at = NUMBER.lastIndex;
       return new JsonNumber(match![0]);
     }
-    for (const [literal, result] of [['true', true], ['false', false], ['null', null]] as const) {
+    for (const [literal, result] of [
+      ['true', true],
+      ['false', false],
+      ['null', null],
+    ] as const) {
       if (text.startsWith(literal, at)) {
         at += literal.length;
         return result;
@@ -106,7 +110,9 @@ export function jsonText(value: unknown): string {
   if (value instanceof JsonNumber) return value.text;
   if (Array.isArray(value)) return `[${value.map(jsonText).join(',')}]`;
   if (typeof value === 'object' && value !== null && typeof (value as { toJSON?: unknown }).toJSON !== 'function') {
-    return `{${Object.entries(value).map(([key, item]) => `${JSON.stringify(key)}:${jsonText(item)}`).join(',')}}`;
+    return `{${Object.entries(value)
+      .map(([key, item]) => `${JSON.stringify(key)}:${jsonText(item)}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
 }

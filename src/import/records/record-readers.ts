@@ -1,10 +1,9 @@
 import { Readable } from 'node:stream';
-import { createGunzip } from 'node:zlib';
 import { CsvError, Parser } from 'csv-parse';
-import { CheckpointError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
+import { InvalidArgumentError, InvalidInputError } from '../../core/errors';
 import type { ImportFormat } from '../read-rows';
 import { startsWithBom, Utf8Text } from '../utf8-text';
-import { JsonSyntaxError, parseJson } from './json-values';
+import { JsonNumber, JsonSyntaxError, parseJson } from './json-values';
 
 /** One source row of a records import: its fields, or why it is not a record. */
 export interface SourceItem {
@@ -17,9 +16,13 @@ export interface SourceItem {
   problem: { field: string | null; reason: string } | null;
 }
 
+/** How a CSV file is read (records mode); each character option is one character, not a line break. */
 export interface CsvOptions {
+  /** The field separator; default `,`. */
   delimiter?: string;
+  /** The quote character; default `"`. */
   quote?: string;
+  /** The character that escapes a quote inside a quoted field; default `"` (a doubled quote). */
   escape?: string;
   /** Column names when the file has no header row. */
   columns?: string[];
@@ -37,7 +40,8 @@ export function validateCsvOptions(csv: unknown): CsvOptions {
       throw new InvalidArgumentError(`importFile: csv.${name} must be one character (not a line break).`);
     }
   }
-  if (options.null !== undefined && typeof options.null !== 'string') throw new InvalidArgumentError('importFile: csv.null must be a string.');
+  if (options.null !== undefined && typeof options.null !== 'string')
+    throw new InvalidArgumentError('importFile: csv.null must be a string.');
   if (options.columns !== undefined) {
     if (!Array.isArray(options.columns) || options.columns.length === 0 || !options.columns.every((c) => typeof c === 'string')) {
       throw new InvalidArgumentError('importFile: csv.columns must be a non-empty array of names.');
@@ -57,36 +61,37 @@ function checkHeader(names: unknown[], error: (message: string) => Error): strin
   return names as string[];
 }
 
-/** The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. */
-export function readRecords(format: ImportFormat, blocks: AsyncIterable<Buffer>, csv: CsvOptions): AsyncGenerator<SourceItem[]> {
-  switch (format) {
-    case 'json':
-      return jsonArrayRecords(blocks);
-    case 'ndjson':
-      return ndjsonRecords(blocks);
-    case 'csv':
-      return csvRecords(blocks, csv);
+/**
+ * The texts read as NULL: `nullIf` and `csv.null` together, in a CSV field quoted or not and in a
+ * JSON record's string fields; null for the default (an empty unquoted CSV field, nothing in JSON).
+ */
+export type NullTexts = ReadonlySet<string> | null;
+
+export function validateNullIf(nullIf: unknown): void {
+  if (nullIf !== undefined && (!Array.isArray(nullIf) || !nullIf.every((text) => typeof text === 'string'))) {
+    throw new InvalidArgumentError('importFile: nullIf must be an array of strings.');
   }
 }
 
-/** The bytes of a gzip stream, decompressed as they arrive; a truncated or corrupt stream is INVALID_INPUT. */
-export async function* gunzipped(blocks: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  const gunzip = createGunzip();
-  const source = Readable.from(blocks, { objectMode: false });
-  source.on('error', (error) => gunzip.destroy(error));
-  source.pipe(gunzip);
-  try {
-    for await (const chunk of gunzip as AsyncIterable<Buffer>) yield chunk;
-  } catch (error) {
-    if (error instanceof CheckpointError) throw error;
-    const code = (error as { code?: unknown }).code;
-    if (typeof code === 'string' && code.startsWith('Z_')) {
-      throw new InvalidInputError(`The gzip stream is truncated or corrupt (${(error as Error).message}).`, undefined, { cause: error });
-    }
-    throw error;
-  } finally {
-    source.destroy();
-    gunzip.destroy();
+export function nullTextsOf(nullIf: string[] | undefined, csv: CsvOptions): NullTexts {
+  if (nullIf === undefined && csv.null === undefined) return null;
+  return new Set([...(nullIf ?? []), ...(csv.null === undefined ? [] : [csv.null])]);
+}
+
+/** The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. */
+export function readRecords(
+  format: ImportFormat,
+  blocks: AsyncIterable<Buffer>,
+  csv: CsvOptions,
+  nulls: NullTexts = null,
+): AsyncGenerator<SourceItem[]> {
+  switch (format) {
+    case 'json':
+      return jsonArrayRecords(blocks, nulls);
+    case 'ndjson':
+      return ndjsonRecords(blocks, nulls);
+    case 'csv':
+      return csvRecords(blocks, csv, nulls);
   }
 }
 
@@ -106,8 +111,8 @@ async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | unde
   if (invalidAt >= 0) throw invalid(invalidAt);
 }
 
-/** A JSON item or NDJSON line as a record. */
-function jsonItem(index: number, raw: string): SourceItem {
+/** A JSON item or NDJSON line as a record; its string fields equal to a null text are NULL. */
+function jsonItem(index: number, raw: string, nulls: NullTexts): SourceItem {
   let value: unknown;
   try {
     value = parseJson(raw);
@@ -115,10 +120,18 @@ function jsonItem(index: number, raw: string): SourceItem {
     if (!(error instanceof JsonSyntaxError)) throw error;
     return { index, raw, fields: null, problem: { field: null, reason: error.message } };
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  // A number is parsed as a `JsonNumber` object, which is no record either.
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || value instanceof JsonNumber) {
     return { index, raw, fields: null, problem: { field: null, reason: 'the row must be a JSON object' } };
   }
-  return { index, raw, fields: value as Record<string, unknown>, problem: null };
+  const fields = value as Record<string, unknown>;
+  if (nulls !== null) {
+    for (const name of Object.keys(fields)) {
+      const field = fields[name];
+      if (typeof field === 'string' && nulls.has(field)) fields[name] = null;
+    }
+  }
+  return { index, raw, fields, problem: null };
 }
 
 const QUOTE = 0x22;
@@ -128,7 +141,7 @@ const BACKSLASH = 0x5c;
  * The items of a top-level JSON array, each cut out by bracket depth and parsed on its own, so a
  * malformed item is an invalid row while the array around it stays readable.
  */
-async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<SourceItem[]> {
+async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts): AsyncGenerator<SourceItem[]> {
   let index = 0;
   let started = false;
   let ended = false;
@@ -146,7 +159,7 @@ async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<
     const items: SourceItem[] = [];
     let itemStart = 0;
     const endItem = (end: number) => {
-      items.push(jsonItem(index++, (partial + text.slice(itemStart, end)).trim()));
+      items.push(jsonItem(index++, (partial + text.slice(itemStart, end)).trim(), nulls));
       partial = '';
       inItem = false;
       expectItem = false;
@@ -209,13 +222,13 @@ async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<
 }
 
 /** One JSON object per line; blank lines are ignored, CRLF accepted, `index` counts non-blank lines. */
-async function* ndjsonRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator<SourceItem[]> {
+async function* ndjsonRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts): AsyncGenerator<SourceItem[]> {
   let index = 0;
   let partial = '';
   const line = (items: SourceItem[], text: string) => {
     const raw = text.endsWith('\r') ? text.slice(0, -1) : text;
     if (raw.trim().length === 0) return;
-    items.push(jsonItem(index++, raw));
+    items.push(jsonItem(index++, raw, nulls));
   };
   for await (const text of utf8Texts(blocks, () => index)) {
     const items: SourceItem[] = [];
@@ -246,10 +259,14 @@ export interface CsvResume {
 }
 
 /** CSV records (RFC 4180 as csv-parse reads it, with the given delimiter, quote and escape) mapped to the header's names. */
-export async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions, resume?: CsvResume): AsyncGenerator<SourceItem[]> {
+export async function* csvRecords(
+  blocks: AsyncIterable<Buffer>,
+  csv: CsvOptions,
+  nulls: NullTexts,
+  resume?: CsvResume,
+): AsyncGenerator<SourceItem[]> {
   let index = resume?.index ?? 0;
   let header: string[] | null = csv.columns ?? resume?.header ?? null;
-  const nullText = csv.null;
   const parser = new Parser({
     delimiter: csv.delimiter ?? ',',
     quote: csv.quote ?? '"',
@@ -262,18 +279,23 @@ export async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions
   const delimiter = csv.delimiter ?? ',';
   const quote = csv.quote ?? '"';
   const escape = csv.escape ?? quote;
-  const nullCandidate = nullText ?? '';
-  const source = Readable.from(utf8Texts(blocks, () => index, resume), { objectMode: false });
+  const source = Readable.from(
+    utf8Texts(blocks, () => index, resume),
+    { objectMode: false },
+  );
   source.on('error', (error) => parser.destroy(error));
   source.pipe(parser);
   let items: SourceItem[] = [];
   try {
     for await (const { record, raw } of parser as AsyncIterable<{ record: (string | null)[]; raw: string }>) {
-      // NULL is the null text unquoted: the record's text says which fields were quoted (csv-parse's
-      // `cast` hook would tell too, at eight times the cost of the whole parse).
-      if (record.includes(nullCandidate)) {
+      if (nulls !== null) {
+        // A null text is NULL quoted or not.
+        for (let f = 0; f < record.length; f++) if (nulls.has(record[f] as string)) record[f] = null;
+      } else if (record.includes('')) {
+        // By default NULL is the empty field unquoted: the record's text says which fields were
+        // quoted (csv-parse's `cast` hook would tell too, at eight times the cost of the whole parse).
         const quoted = quotedFields(raw, delimiter, quote, escape);
-        for (let f = 0; f < record.length; f++) if (record[f] === nullCandidate && !quoted[f]) record[f] = null;
+        for (let f = 0; f < record.length; f++) if (record[f] === '' && !quoted[f]) record[f] = null;
       }
       if (header === null) {
         header = csvHeader(record);
@@ -292,7 +314,8 @@ export async function* csvRecords(blocks: AsyncIterable<Buffer>, csv: CsvOptions
         for (let f = 0; f < header.length; f++) {
           const name = header[f];
           // `__proto__` as a column name is a field like any other, not the object's prototype.
-          if (name === '__proto__') Object.defineProperty(fields, name, { value: record[f], enumerable: true, writable: true, configurable: true });
+          if (name === '__proto__')
+            Object.defineProperty(fields, name, { value: record[f], enumerable: true, writable: true, configurable: true });
           else fields[name] = record[f];
         }
         items.push({ index: index++, raw: text, fields, problem: null });

@@ -5,6 +5,10 @@ import { jsonText, plainJson } from './json-values';
 import type { SourceItem } from './record-readers';
 import type { TargetTable } from './target-table';
 
+/**
+ * Turns a source record (and its row index) into the field values to write, or null to skip the row.
+ * @inline
+ */
 export type RecordMap = (record: Record<string, unknown>, index: number) => Record<string, unknown> | null;
 
 /** What one source row becomes: a row to write, a row `map` skipped, or an invalid row. */
@@ -55,6 +59,10 @@ export class RecordRows {
     private readonly storable: StorableValues,
     private readonly map: RecordMap | undefined,
     private readonly key: string[] | null,
+    /** As a unique index counts them: a key with a NULL part (a generated key the file leaves out) repeats nothing. */
+    private readonly nullsDistinct = false,
+    /** Without a target: sees each record (after `map`, JSON numbers as written) — `create` infers the columns from them. */
+    private readonly observe?: (record: Record<string, unknown>) => void,
   ) {
     if (key && target) {
       this.keyColumns = key.map((field) => {
@@ -84,7 +92,10 @@ export class RecordRows {
       }
       record = mapped;
     }
-    if (!this.target) return this.plainRow(index, record);
+    if (!this.target) {
+      this.observe?.(record);
+      return this.plainRow(index, record);
+    }
     const { columns, fieldColumns } = this.target;
     const values: ColumnValue[] = new Array<ColumnValue>(columns.length);
     const filled: number[] = [];
@@ -109,7 +120,9 @@ export class RecordRows {
 
   /** The key of a row's converted values (null without `key`). */
   keyOf(values: ColumnValue[]): string | null {
-    return this.keyColumns ? JSON.stringify(this.keyColumns.map((at) => values[at] ?? null)) : null;
+    if (!this.keyColumns) return null;
+    if (this.nullsDistinct && this.keyColumns.some((at) => values[at] === undefined || values[at] === null)) return null;
+    return JSON.stringify(this.keyColumns.map((at) => values[at] ?? null));
   }
 
   /** Records mode without `into`: the record as the handler gets it (numbers as JavaScript numbers). */

@@ -60,7 +60,12 @@ export async function writeRejects(tx: EntityManager, batch: string, rejects: Re
   for (const part of statementsOf(rejects, REJECT_COLUMNS.length)) {
     const parameters: unknown[] = [];
     for (const reject of part) parameters.push(batch, reject.index, reject.reason, rawText(reject.raw, dialect.storable.textHoldsNul));
-    await run(tx, dialect.insertRecords({ name: REJECTS }, REJECT_COLUMNS, part.length), parameters, `recording rejects of import "${batch}"`);
+    await run(
+      tx,
+      dialect.insertRecords({ name: REJECTS }, REJECT_COLUMNS, part.length),
+      parameters,
+      `recording rejects of import "${batch}"`,
+    );
   }
 }
 
@@ -70,7 +75,9 @@ export async function readRejects(tx: EntityManager, batch: string, limit: numbe
   const q = (name: string) => dialect.quote(name);
   const rows = await run<{ row_index: number | string; reason: string; raw: string }[]>(
     tx,
-    dialect.sql(`SELECT ${q('row_index')}, ${q('reason')}, ${q('raw')} FROM ${q(REJECTS)} WHERE ${q('batch')} = ? ORDER BY ${q('row_index')} LIMIT ${limit}`),
+    dialect.sql(
+      `SELECT ${q('row_index')}, ${q('reason')}, ${q('raw')} FROM ${q(REJECTS)} WHERE ${q('batch')} = ? ORDER BY ${q('row_index')} LIMIT ${limit}`,
+    ),
     [batch],
     `reading rejects of import "${batch}"`,
   );
@@ -92,7 +99,12 @@ export async function countRejects(tx: EntityManager, batch: string): Promise<nu
 
 export async function deleteRejects(tx: EntityManager, batch: string): Promise<void> {
   const dialect = dialectOf(dataSourceOf(tx));
-  await run(tx, dialect.sql(`DELETE FROM ${dialect.quote(REJECTS)} WHERE ${dialect.quote('batch')} = ?`), [batch], `deleting rejects of import "${batch}"`);
+  await run(
+    tx,
+    dialect.sql(`DELETE FROM ${dialect.quote(REJECTS)} WHERE ${dialect.quote('batch')} = ?`),
+    [batch],
+    `deleting rejects of import "${batch}"`,
+  );
 }
 
 /** How a chunk's rows go into the target table. */
@@ -167,7 +179,13 @@ export async function copyChunkTransaction(
     try {
       const before = [BEGIN, ...write.before, assertingAdvance(tx, batch, digest, start, start + count, counts), ...rejected];
       const around = { before, after: [COMMIT], ...pipelined, binary: written?.binary === true, prepare: true };
-      await dialect.copyRows!(runner, target.table, columns.map((at) => target.columns[at].name), copied, around);
+      await dialect.copyRows!(
+        runner,
+        target.table,
+        columns.map((at) => target.columns[at].name),
+        copied,
+        around,
+      );
       return true;
     } catch (error) {
       await rollbackQuietly(runner);
@@ -199,7 +217,13 @@ export async function writeRows(tx: EntityManager, rows: RecordRow[], write: Row
       const columns = rows[0].columns;
       const text = new CopyText();
       for (const row of rows) copyRow(text, row.values, columns);
-      await dialect.copyRows!(tx.queryRunner!, target.table, columns.map((at) => target.columns[at].name), text.take(), { before: write.before });
+      await dialect.copyRows!(
+        tx.queryRunner!,
+        target.table,
+        columns.map((at) => target.columns[at].name),
+        text.take(),
+        { before: write.before },
+      );
       return;
     }
     for (const statement of write.before) await tx.query(statement.sql, statement.parameters);
@@ -293,11 +317,16 @@ export async function firstExistingKey(tx: EntityManager, rows: RecordRow[], wri
   if (keyColumns.length === 0) return null;
   const positions = keyColumns.map((name) => target.columns.findIndex((c) => c.name === name));
   const table = qualifiedTable(target.table, (name: string) => dialect.quote(name));
-  const sql = dialect.sql(`SELECT 1 AS ${dialect.quote('found')} FROM ${table} WHERE ${keyColumns.map((name) => `${dialect.quote(name)} = ?`).join(' AND ')}`);
+  const sql = dialect.sql(
+    `SELECT 1 AS ${dialect.quote('found')} FROM ${table} WHERE ${keyColumns.map((name) => `${dialect.quote(name)} = ?`).join(' AND ')}`,
+  );
   for (const row of rows) {
     const values = positions.map((at) => row.values[at]);
     if (values.some((value) => value === undefined || value === null)) continue;
-    const found = (await tx.query(sql, values.map((value) => dialect.bindable(value)))) as unknown[];
+    const found = (await tx.query(
+      sql,
+      values.map((value) => dialect.bindable(value)),
+    )) as unknown[];
     if (found.length > 0) {
       const shown = Object.fromEntries(keyColumns.map((name, i) => [name, values[i]]));
       return new InvalidInputError(

@@ -1,0 +1,101 @@
+// The control plane's cost to a plain eachBatch copy: the same copy run by this tree's library and
+// by the library as it was just before the control plane (pause, resume, cancel, throttle, time
+// slices, estimates) was added, unpacked from git into a scratch folder. Both run in worker
+// processes of the same kind against the same database and tables, taking turns round by round.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Child, startChild } from '../test/support/child';
+import { type BenchDriver, createBenchDatabase } from './bench-database';
+import { type BenchResult, result } from './bench-result';
+import { createTables } from './each-batch-bench';
+import { sideBySide } from './timing';
+
+/** The last commit before the control plane (its parent commit added it). */
+const BEFORE = '29251eb0142c61442d0e9b03f1e1cb515181f8fd';
+const ROOT = join(__dirname, '..');
+const WORKER = 'bench/workers/batch-copy-worker.ts';
+
+export interface ControlCostOptions {
+  rows: number;
+  warmups: number;
+  repeats: number;
+  log: (line: string) => void;
+}
+
+/** The library at BEFORE, unpacked (src, entities, migrations) beside a link to this tree's node_modules. */
+function unpackBefore(): { root: string; remove: () => void } {
+  const root = mkdtempSync(join(tmpdir(), 'ck-before-'));
+  const archive = execFileSync('git', ['archive', BEFORE, 'src', 'entities', 'migrations'], { cwd: ROOT, maxBuffer: 1 << 28 });
+  execFileSync('tar', ['-x', '-C', root], { input: archive });
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+  return { root, remove: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+async function copier(root: string, url: string): Promise<{ run: (job: string) => Promise<number>; close: () => Promise<void> }> {
+  const child: Child = startChild(WORKER, [root, url]);
+  await child.waitForLine((line) => line === 'ready');
+  return {
+    async run(job) {
+      const mark = child.lines.length;
+      child.send(`go ${job}`);
+      const line = await child.waitForLine((l) => l.startsWith('ms ') && child.lines.lastIndexOf(l) >= mark);
+      return Number(line.slice(3));
+    },
+    async close() {
+      child.send('exit');
+      await child.exited;
+    },
+  };
+}
+
+export async function controlCostBench(drivers: BenchDriver[], options: ControlCostOptions): Promise<BenchResult[]> {
+  let before: ReturnType<typeof unpackBefore>;
+  try {
+    before = unpackBefore();
+  } catch (error) {
+    options.log(`  control-plane cost: skipped, commit ${BEFORE.slice(0, 7)} is not in this checkout (${String(error)})`);
+    return [];
+  }
+  const results: BenchResult[] = [];
+  try {
+    for (const driver of drivers.filter((d) => d !== 'mysql')) {
+      const database = await createBenchDatabase(driver, 'control');
+      try {
+        const ds = await database.open();
+        await createTables(ds, driver, options.rows);
+        const now = await copier(ROOT, database.url);
+        const then = await copier(before.root, database.url);
+        try {
+          options.log(`  ${driver}: eachBatch copy, this tree vs ${BEFORE.slice(0, 7)} (before the control plane)…`);
+          let round = 0;
+          const pair = await sideBySide({
+            warmups: options.warmups,
+            repeats: options.repeats,
+            prepare: async () => void (round += 1),
+            candidate: () => now.run(`control-now-${round}`),
+            baseline: () => then.run(`control-before-${round}`),
+          });
+          results.push(
+            result(
+              `eachBatch copy ${options.rows.toLocaleString('en-US')} rows with the control plane vs before it (${BEFORE.slice(0, 7)}) [${driver}]`,
+              pair.candidate,
+              'ms',
+              pair.baseline,
+              pair.ratio,
+              { max: 1.02 },
+            ),
+          );
+        } finally {
+          await Promise.all([now.close(), then.close()]);
+        }
+      } finally {
+        await database.drop();
+      }
+    }
+  } finally {
+    before.remove();
+  }
+  return results;
+}

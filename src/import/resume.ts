@@ -1,0 +1,59 @@
+import { createHash } from 'node:crypto';
+import { type Db, transact } from '../core/transaction';
+import { readImport } from './import-store';
+import { newSourceRecord, recordedBlocks, type SourceRecord } from './source-blocks';
+
+/**
+ * A resume that costs only what is left: a batch whose file pass 1 validated keeps the hash of
+ * the options it was validated with (`validated_options`). When an import of the same file with
+ * the same options resumes it, pass 1 is only the file's SHA-256 (its blocks' digests kept, so
+ * pass 2 still checks every block it reads), and pass 2 goes on from the checkpoint.
+ */
+
+/** SHA-256 hex of everything in an import's options that changes validation or conversion (stable JSON). */
+export function optionsHash(parts: Record<string, unknown>): string {
+  return createHash('sha256').update(stableJson(parts)).digest('hex');
+}
+
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.keys(value)
+      .sort()
+      .filter((key) => (value as Record<string, unknown>)[key] !== undefined)
+      .map((key) => `${JSON.stringify(key)}:${stableJson((value as Record<string, unknown>)[key])}`);
+    return `{${entries.join(',')}}`;
+  }
+  if (typeof value === 'function' || typeof value === 'bigint') return JSON.stringify(value.toString());
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** What a resume without validation starts from: the file's digest and blocks, and its row count. */
+export interface ValidatedResume {
+  record: SourceRecord;
+  total: number;
+}
+
+/**
+ * When `batch` is unfinished, was validated with options hashing to `hash`, and the file still
+ * has the digest it was validated with: the digest pass's record and the stored row count. Null
+ * when pass 1 must validate (a new batch, other options, another file, a stop during the digest).
+ */
+export async function validatedResume(
+  db: Db,
+  batch: string,
+  path: string,
+  hash: string,
+  signal: AbortSignal | undefined,
+): Promise<ValidatedResume | null> {
+  const stored = await transact(db, (tx) => readImport(tx, batch));
+  if (stored?.validated_options !== hash || stored.total_rows === null) return null;
+  const total = Number(stored.total_rows);
+  const record = newSourceRecord();
+  // Reads every block (the same fixed blocks as pass 2), digesting as it goes; no row is parsed.
+  for await (const block of recordedBlocks(path, record, true)) {
+    void block;
+    if (signal?.aborted) return null;
+  }
+  return record.digest === stored.digest ? { record, total } : null;
+}

@@ -1,0 +1,594 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { DataSource, EntityManager } from 'typeorm';
+import {
+  cancel,
+  eachBatch,
+  eachPartition,
+  importFile,
+  list,
+  listPartitions,
+  type Page,
+  pause,
+  reset,
+  resume,
+  rowsPerSecond,
+  type Source,
+  sqlSource,
+  status,
+  step,
+  values,
+} from '../src';
+import { count, DRIVER, sql, useTestDatabase } from './support/database';
+import { expectCode } from './support/expect-code';
+import { countRoundTrips } from './support/round-trips';
+import { SqlLog } from './support/sql-log';
+
+/** An in-memory source over 1..n whose cursor is the last number returned; counts its calls. */
+function numbers(n: number) {
+  const calls = { count: 0 };
+  const source: Source<number> = (cursor, limit) => {
+    calls.count++;
+    const from = cursor === null ? 1 : (cursor as number) + 1;
+    const items: number[] = [];
+    for (let i = from; i <= n && items.length < limit; i++) items.push(i);
+    return { items, next: items.length > 0 ? items[items.length - 1] : cursor } as Page<number>;
+  };
+  return { source, calls };
+}
+
+/** Rows of ctl_psrc, the partitioned jobs' source (ids 1..PARTITION_ROWS). */
+const PARTITION_ROWS = 3000;
+
+/** Batches a lane may commit after a pause: the one in flight, and on PostgreSQL's pipelined lane the one begun with its COMMIT. */
+const PIPELINED_PER_LANE = DRIVER === 'postgres' ? 2 : 1;
+
+describe('control: pause, resume, cancel, throttle, time slices', () => {
+  const db = useTestDatabase('control');
+  let dir: string;
+
+  before(async () => {
+    // No unique key: a row written twice would stay twice.
+    await db.ds.query('CREATE TABLE ctl_dst (job varchar(64) NOT NULL, n integer NOT NULL)');
+    await db.ds.query('CREATE TABLE ctl_records (k varchar(20) NOT NULL, v integer NOT NULL)');
+    await db.ds.query('CREATE TABLE ctl_psrc (id integer PRIMARY KEY)');
+    for (let start = 1; start <= PARTITION_ROWS; start += 500) {
+      const ids = Array.from({ length: Math.min(500, PARTITION_ROWS - start + 1) }, (_, i) => start + i);
+      await db.ds.query(sql(`INSERT INTO ctl_psrc (id) VALUES ${ids.map(() => '(?)').join(', ')}`), ids);
+    }
+    dir = mkdtempSync(join(tmpdir(), 'ck-control-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  const write = (job: string) => async (items: number[], tx: EntityManager) => {
+    await tx.query(
+      sql(`INSERT INTO ctl_dst (job, n) VALUES ${items.map(() => '(?, ?)').join(', ')}`),
+      items.flatMap((n) => [job, n]),
+    );
+  };
+  /** Every number 1..n written exactly once for `job`. */
+  const expectOnce = async (job: string, n: number) => {
+    expect(await count(db.ds, sql('SELECT COUNT(*) FROM ctl_dst WHERE job = ?'), [job])).to.equal(n);
+    expect(await count(db.ds, sql('SELECT COUNT(DISTINCT n) FROM ctl_dst WHERE job = ?'), [job])).to.equal(n);
+  };
+  const csv = (name: string, rows: number) => {
+    const path = join(dir, `${name}.csv`);
+    writeFileSync(path, `id,value\n${Array.from({ length: rows }, (_, i) => `k${i},${i}`).join('\n')}\n`);
+    return path;
+  };
+
+  describe('pause, resume and cancel', () => {
+    it('return false for an unknown name, a step, and a transition that changes nothing', async () => {
+      expect(await pause(db.ds, 'nobody')).to.equal(false);
+      expect(await resume(db.ds, 'nobody')).to.equal(false);
+      expect(await cancel(db.ds, 'nobody')).to.equal(false);
+      await step(db.ds, 'a-step', () => 1);
+      expect(await pause(db.ds, 'a-step')).to.equal(false);
+      expect(await cancel(db.ds, 'a-step')).to.equal(false);
+
+      const { source } = numbers(30);
+      await eachBatch(db.ds, 'states', source, 10, write('states'), { maxRuntimeMs: 1e-9 });
+      expect(await status(db.ds, 'states')).to.include({ state: 'active', throttledMs: 0 });
+      expect(await resume(db.ds, 'states')).to.equal(false);
+      expect(await pause(db.ds, 'states')).to.equal(true);
+      expect(await pause(db.ds, 'states')).to.equal(false);
+      expect(await status(db.ds, 'states')).to.include({ state: 'paused', done: false });
+      expect((await list(db.ds, { state: 'paused' })).map((s) => s.name)).to.deep.equal(['states']);
+      expect(await resume(db.ds, 'states')).to.equal(true);
+      expect(await resume(db.ds, 'states')).to.equal(false);
+      expect((await list(db.ds, { state: 'paused' })).map((s) => s.name)).to.deep.equal([]);
+      expect(await cancel(db.ds, 'states')).to.equal(true);
+      expect(await cancel(db.ds, 'states')).to.equal(false);
+      expect(await pause(db.ds, 'states')).to.equal(false);
+      expect(await resume(db.ds, 'states')).to.equal(false);
+      expect(await status(db.ds, 'states')).to.include({ state: 'cancelled' });
+      expect((await list(db.ds, { state: 'cancelled' })).map((s) => s.name)).to.deep.equal(['states']);
+    });
+
+    it('leave a finished job alone: done is its state', async () => {
+      const { source } = numbers(5);
+      await eachBatch(db.ds, 'finished', source, 10, write('finished'));
+      expect(await pause(db.ds, 'finished')).to.equal(false);
+      expect(await cancel(db.ds, 'finished')).to.equal(false);
+      expect(await status(db.ds, 'finished')).to.include({ state: 'done' });
+      expect((await list(db.ds, { state: 'done', prefix: 'finished' })).map((s) => s.name)).to.deep.equal(['finished']);
+      expect((await list(db.ds, { state: 'active', prefix: 'finished' })).map((s) => s.name)).to.deep.equal([]);
+    });
+
+    it('reject a bad list state and a bad name with INVALID_ARGUMENT', async () => {
+      await expectCode(list(db.ds, { state: 'sleeping' as never }), 'INVALID_ARGUMENT');
+      await expectCode(pause(db.ds, ''), 'INVALID_ARGUMENT');
+      await expectCode(cancel(db.ds, 42 as unknown as string), 'INVALID_ARGUMENT');
+    });
+  });
+
+  describe('eachBatch', () => {
+    it('stops after the batch in flight when paused between batches, returns at once while paused, and resumes exactly once', async () => {
+      const { source, calls } = numbers(2000);
+      let pausing: Promise<boolean> | undefined;
+      let committed = 0;
+      let atPause = -1;
+      const first = await eachBatch(db.ds, 'paused-run', source, 10, write('paused-run'), {
+        onProgress: (progress) => {
+          committed = progress.batches;
+          if (progress.batches === 3) pausing = pause(db.ds, 'paused-run').then((paused) => ((atPause = committed), paused));
+        },
+      });
+      expect(await pausing).to.equal(true);
+      expect(first.stopped).to.equal('paused');
+      expect(first.done).to.equal(false);
+      // Once the pause has committed, at most the batch in flight follows it.
+      expect(first.batches - atPause).to.be.within(0, 1);
+
+      const before = calls.count;
+      const again = await eachBatch(db.ds, 'paused-run', source, 10, write('paused-run'));
+      expect(again).to.deep.equal({ batches: 0, items: 0, done: false, cursor: first.cursor, stopped: 'paused' });
+      expect(calls.count).to.equal(before);
+
+      expect(await resume(db.ds, 'paused-run')).to.equal(true);
+      const rest = await eachBatch(db.ds, 'paused-run', source, 10, write('paused-run'));
+      expect(rest).to.include({ done: true, items: 2000 - first.items });
+      expect(rest.stopped).to.equal(undefined);
+      await expectOnce('paused-run', 2000);
+    });
+
+    it('stops on a cancel, and a reset forgets the cancelled job', async () => {
+      const { source, calls } = numbers(100);
+      let cancelling: Promise<boolean> | undefined;
+      const first = await eachBatch(db.ds, 'cancelled-run', source, 10, write('cancelled-run'), {
+        onProgress: (progress) => {
+          if (progress.batches === 2) cancelling = cancel(db.ds, 'cancelled-run');
+        },
+      });
+      expect(await cancelling).to.equal(true);
+      expect(first).to.include({ stopped: 'cancelled', done: false });
+      const before = calls.count;
+      expect(await eachBatch(db.ds, 'cancelled-run', source, 10, write('cancelled-run'), { whilePaused: 'wait' })).to.include({
+        batches: 0,
+        stopped: 'cancelled',
+      });
+      expect(calls.count).to.equal(before);
+      expect(await reset(db.ds, 'cancelled-run')).to.equal(true);
+      await db.ds.query(sql('DELETE FROM ctl_dst WHERE job = ?'), ['cancelled-run']);
+      expect(await eachBatch(db.ds, 'cancelled-run', source, 10, write('cancelled-run'))).to.include({ done: true, items: 100 });
+      await expectOnce('cancelled-run', 100);
+    });
+
+    it('runs in time slices with maxRuntimeMs, losing nothing', async () => {
+      const { source } = numbers(95);
+      const slices: (string | undefined)[] = [];
+      for (let call = 0; call < 50; call++) {
+        const result = await eachBatch(db.ds, 'sliced', source, 10, write('sliced'), { maxRuntimeMs: 1e-9 });
+        slices.push(result.stopped);
+        if (result.done) break;
+        // Each call commits one batch, then its time is up.
+        expect(result.batches).to.equal(1);
+      }
+      // Ten batches, then a call that finds the source's end.
+      expect(slices.slice(0, -1)).to.deep.equal(Array(10).fill('time'));
+      expect(slices[slices.length - 1]).to.equal(undefined);
+      await expectOnce('sliced', 95);
+    });
+
+    it('waits as its throttle says, before every batch, and keeps the time on the job', async () => {
+      const { source } = numbers(30);
+      const asked: { name: string; batches: number; items: number }[] = [];
+      const result = await eachBatch(db.ds, 'throttled', source, 10, write('throttled'), {
+        throttle: (info) => {
+          asked.push({ ...info });
+          return 20;
+        },
+      });
+      expect(result).to.include({ done: true, items: 30 });
+      // Before each of the 3 batches and before the empty page that ends the job.
+      expect(asked.map((info) => info.batches)).to.deep.equal([0, 1, 2, 3]);
+      expect(asked[3]).to.deep.equal({ name: 'throttled', batches: 3, items: 30 });
+      expect((await status(db.ds, 'throttled'))!.throttledMs).to.be.at.least(4 * 20);
+      await expectOnce('throttled', 30);
+    });
+
+    it('ends a throttle wait early on a pause', async () => {
+      const { source } = numbers(100);
+      const result = await eachBatch(db.ds, 'throttle-paused', source, 10, write('throttle-paused'), {
+        // An hour before the third batch: only the pause (read at least once a second) ends it.
+        throttle: ({ batches }) => (batches === 2 ? 3_600_000 : 0),
+        onProgress: (progress) => {
+          if (progress.batches === 2) void pause(db.ds, 'throttle-paused');
+        },
+      });
+      expect(result).to.include({ batches: 2, stopped: 'paused' });
+      expect((await status(db.ds, 'throttle-paused'))!.throttledMs).to.be.above(0);
+      await resume(db.ds, 'throttle-paused');
+      expect(await eachBatch(db.ds, 'throttle-paused', source, 10, write('throttle-paused'))).to.include({ done: true });
+      await expectOnce('throttle-paused', 100);
+    });
+
+    it('paces items with rowsPerSecond', async () => {
+      const { source } = numbers(40);
+      const started = Date.now();
+      await eachBatch(db.ds, 'paced', source, 10, write('paced'), { throttle: rowsPerSecond(400) });
+      // 40 items at 400 per second: the last batch waits until 30 are due (75 ms).
+      expect(Date.now() - started).to.be.at.least(75);
+      expect(() => rowsPerSecond(0))
+        .to.throw()
+        .with.property('code', 'INVALID_ARGUMENT');
+      await expectOnce('paced', 40);
+    });
+
+    it('waits while paused with whilePaused: wait, until resumed', async () => {
+      const log = new SqlLog();
+      const watched = DRIVER === 'sqlite' ? db.ds : await db.open({ logger: log });
+      const { source } = numbers(30);
+      await eachBatch(db.ds, 'waiting', source, 10, write('waiting'), { maxRuntimeMs: 1e-9 });
+      await pause(db.ds, 'waiting');
+      const reads = () => log.queries.filter((query) => /SELECT .state. FROM/.test(query.sql)).length;
+      let resumedAt = 0;
+      const waiting = eachBatch(DRIVER === 'sqlite' ? db.ds : watched, 'waiting', source, 10, write('waiting'), {
+        whilePaused: 'wait',
+        onProgress: () => expect(resumedAt, 'a batch ran before the resume').to.be.above(0),
+      });
+      if (DRIVER !== 'sqlite') {
+        // The waiting call reads its state once a second: once it has, it is waiting.
+        while (reads() === 0) await new Promise((resolve) => setImmediate(resolve));
+      }
+      resumedAt = Date.now();
+      expect(await resume(db.ds, 'waiting')).to.equal(true);
+      const result = await waiting;
+      expect(result).to.include({ done: true, items: 20 });
+      expect(result.stopped).to.equal(undefined);
+      // PostgreSQL's NOTIFY wakes it at once, not at its next check a second later.
+      if (DRIVER === 'postgres') expect(Date.now() - resumedAt).to.be.below(900);
+      await expectOnce('waiting', 30);
+    });
+
+    it('rejects bad control options with INVALID_ARGUMENT before any batch', async () => {
+      const { source, calls } = numbers(30);
+      for (const maxRuntimeMs of [0, -5, Number.NaN, '10']) {
+        await expectCode(eachBatch(db.ds, 'bad', source, 10, write('bad'), { maxRuntimeMs: maxRuntimeMs as number }), 'INVALID_ARGUMENT');
+      }
+      await expectCode(eachBatch(db.ds, 'bad', source, 10, write('bad'), { whilePaused: 'later' as never }), 'INVALID_ARGUMENT');
+      await expectCode(eachBatch(db.ds, 'bad', source, 10, write('bad'), { throttle: 5 as never }), 'INVALID_ARGUMENT');
+      expect(calls.count).to.equal(0);
+      expect(await status(db.ds, 'bad')).to.equal(null);
+    });
+
+    for (const returned of [-1, Number.NaN, Number.POSITIVE_INFINITY, '10', undefined]) {
+      it(`stops with INVALID_ARGUMENT before the next batch when the throttle returns ${String(returned)}`, async () => {
+        const job = `bad-throttle-${String(returned)}`;
+        const { source } = numbers(50);
+        await expectCode(
+          eachBatch(db.ds, job, source, 10, write(job), { throttle: ({ batches }) => (batches === 2 ? (returned as number) : 0) }),
+          'INVALID_ARGUMENT',
+        );
+        expect(await status(db.ds, job)).to.include({ batches: 2, done: false });
+        expect(await count(db.ds, sql('SELECT COUNT(*) FROM ctl_dst WHERE job = ?'), [job])).to.equal(20);
+      });
+    }
+
+    it('learns the state without an extra statement per batch', async () => {
+      // Statements (SQLite: logged) or round trips (PostgreSQL, MySQL) per batch of a steady run,
+      // as measured before the control plane: learning the state must not add one.
+      const expected = { sqlite: 6, postgres: 2, mysql: 3 }[DRIVER];
+      const log = new SqlLog();
+      const counted: DataSource = DRIVER === 'sqlite' ? await db.open({ logger: log }) : await db.open();
+      const counter =
+        DRIVER === 'sqlite'
+          ? {
+              get sent() {
+                return log.queries.length;
+              },
+            }
+          : countRoundTrips(counted);
+      const one = async (items: number[], tx: EntityManager) => {
+        await tx.query(sql('INSERT INTO ctl_dst (job, n) VALUES (?, ?)'), ['counted', items[0]]);
+      };
+      const run = async (name: string, batches: number) => {
+        const before = counter.sent;
+        await eachBatch(counted, name, numbers(batches * 10).source, 10, one);
+        return counter.sent - before;
+      };
+      await run('counted-warm', 3);
+      const ten = await run('counted-10', 10);
+      const thirty = await run('counted-30', 30);
+      expect((thirty - ten) / 20).to.equal(expected);
+      if (DRIVER === 'sqlite') await counted.destroy();
+    });
+  });
+
+  describe('importFile', () => {
+    it('stops a running import at a pause, returns at once while paused, and resumes exactly once', async () => {
+      const path = csv('paused', 2500);
+      let pausing: Promise<boolean> | undefined;
+      let committed = 0;
+      let atPause = -1;
+      const first = await importFile(db.ds, 'imp-paused', path, {
+        size: 20,
+        onProgress: (progress) => {
+          committed = progress.items;
+          if (progress.batches === 2) pausing = pause(db.ds, 'imp-paused').then((paused) => ((atPause = committed), paused));
+        },
+      });
+      expect(await pausing).to.equal(true);
+      expect(first).to.include({ stopped: 'paused', done: false });
+      // Once the pause has committed, chunks already sent may commit (two at most on a pipelined connection).
+      expect(first.nextIndex - atPause).to.be.within(0, 40);
+
+      let read = false;
+      const again = await importFile(db.ds, 'imp-paused', path, { size: 20, handler: () => void (read = true) });
+      expect(again).to.include({ rows: 0, done: false, stopped: 'paused', nextIndex: first.nextIndex });
+      expect(read).to.equal(false);
+      expect(await resume(db.ds, 'imp-paused')).to.equal(true);
+      const rest = await importFile(db.ds, 'imp-paused', path, { size: 20 });
+      expect(rest).to.include({ done: true, nextIndex: 2500 });
+      expect(rest.stopped).to.equal(undefined);
+      const stored = await values(db.ds, 'imp-paused');
+      expect(Object.keys(stored)).to.have.length(2500);
+    });
+
+    it('stops a records import into a table without a unique key at a cancel; the rows stay once', async () => {
+      const path = csv('records-cancel', 5000);
+      let cancelling: Promise<boolean> | undefined;
+      const map = (record: Record<string, unknown>) => ({ k: record.id, v: Number(record.value) });
+      const first = await importFile(db.ds, 'rec-cancel', path, {
+        into: 'ctl_records',
+        map,
+        size: 10,
+        onProgress: (progress) => {
+          if (progress.batches === 3) cancelling = cancel(db.ds, 'rec-cancel');
+        },
+      });
+      expect(await cancelling).to.equal(true);
+      expect(first).to.include({ stopped: 'cancelled', done: false });
+      const committed = first.nextIndex;
+      expect(await count(db.ds, 'SELECT COUNT(*) FROM ctl_records')).to.equal(committed);
+      expect(await count(db.ds, 'SELECT COUNT(DISTINCT k) FROM ctl_records')).to.equal(committed);
+      expect(await importFile(db.ds, 'rec-cancel', path, { into: 'ctl_records', map, size: 10 })).to.include({
+        rows: 0,
+        stopped: 'cancelled',
+      });
+    });
+
+    it('runs in time slices and with a throttle, losing nothing', async () => {
+      const path = csv('sliced', 95);
+      // A throttle's wait that outlasts maxRuntimeMs ends the call, before any chunk.
+      expect(await importFile(db.ds, 'imp-sliced', path, { size: 10, maxRuntimeMs: 1, throttle: () => 50 })).to.include({
+        rows: 0,
+        stopped: 'time',
+      });
+      let calls = 0;
+      const throttled: number[] = [];
+      for (;;) {
+        calls++;
+        const result = await importFile(db.ds, 'imp-sliced', path, {
+          size: 10,
+          maxRuntimeMs: 1e-9,
+          // Asked before the first chunk only: then the time is up.
+          throttle: ({ batches }) => {
+            throttled.push(batches);
+            return 0;
+          },
+        });
+        if (result.done) break;
+        expect(result.stopped).to.equal('time');
+        expect(calls).to.be.below(20);
+      }
+      expect(calls).to.be.at.least(5);
+      // Before the first chunk of each call (and a second one sent while the first commits, where chunks are pipelined).
+      expect(throttled.length).to.be.at.least(calls);
+      expect(throttled.every((batches) => batches === 0)).to.equal(true);
+      expect(Object.keys(await values(db.ds, 'imp-sliced'))).to.have.length(95);
+    });
+
+    it('rejects bad control options and a bad throttle value with INVALID_ARGUMENT', async () => {
+      const path = csv('bad', 50);
+      await expectCode(importFile(db.ds, 'imp-bad', path, { maxRuntimeMs: 0 }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(db.ds, 'imp-bad', path, { whilePaused: 'no' as never }), 'INVALID_ARGUMENT');
+      await expectCode(importFile(db.ds, 'imp-bad', path, { size: 10, throttle: () => -1 }), 'INVALID_ARGUMENT');
+    });
+  });
+
+  describe('eachPartition', () => {
+    const copyRows = (job: string) => async (items: Record<string, unknown>[], tx: EntityManager) => {
+      await tx.query(
+        sql(`INSERT INTO ctl_dst (job, n) VALUES ${items.map(() => '(?, ?)').join(', ')}`),
+        items.flatMap((item) => [job, Number(item.id)]),
+      );
+    };
+
+    /** Every row of ctl_psrc copied exactly once for `job`. */
+    const expectRowsOnce = async (job: string) => expectOnce(job, PARTITION_ROWS);
+
+    it('stops every range after the batch in flight when paused, releases them, returns at once while paused, and resumes exactly once', async () => {
+      const source = await sqlSource(db.ds, 'ctl_psrc', 'id');
+      let pausing: Promise<boolean> | undefined;
+      let atPause = -1;
+      const committed = async () => (await listPartitions(db.ds, 'p-paused')).reduce((sum, range) => sum + range.batches, 0);
+      const first = await eachPartition(db.ds, 'p-paused', source, 20, copyRows('p-paused'), {
+        partitions: 4,
+        concurrency: 2,
+        onProgress: (progress) => {
+          if (progress.batches === 3) pausing = pause(db.ds, 'p-paused').then(async (paused) => ((atPause = await committed()), paused));
+        },
+      });
+      expect(await pausing).to.equal(true);
+      expect(first).to.include({ stopped: 'paused', done: false, partitions: 4 });
+      // Once the pause has committed (as the database counts), at most the batch in flight of each of the two ranges follows it —
+      // on PostgreSQL's pipelined lane also the batch begun with its COMMIT (the fenced update reads the state at a batch's end;
+      // a known gap, see docs/operating.md).
+      expect(first.batches - atPause).to.be.within(0, 2 * PIPELINED_PER_LANE);
+      // Released, no attempt counted: nothing is left running.
+      for (const range of await listPartitions(db.ds, 'p-paused')) {
+        expect(range.status).to.not.equal('running');
+        if (range.status === 'pending') expect(range.attempts).to.equal(0);
+      }
+
+      let paged = false;
+      const watched = Object.assign(((cursor, limit, tx) => source(cursor, limit, tx)) as typeof source, source, {
+        partitioning: {
+          ...source.partitioning,
+          page: (...args: Parameters<typeof source.partitioning.page>) => ((paged = true), source.partitioning.page(...args)),
+        },
+      });
+      const again = await eachPartition(db.ds, 'p-paused', watched, 20, copyRows('p-paused'));
+      expect(again).to.deep.equal({ batches: 0, items: 0, partitions: 4, done: false, stopped: 'paused' });
+      expect(paged).to.equal(false);
+
+      expect(await resume(db.ds, 'p-paused')).to.equal(true);
+      const rest = await eachPartition(db.ds, 'p-paused', source, 20, copyRows('p-paused'), { concurrency: 2 });
+      expect(rest).to.include({ done: true, items: PARTITION_ROWS - first.items });
+      expect(rest.stopped).to.equal(undefined);
+      await expectRowsOnce('p-paused');
+    });
+
+    it('stops on a cancel; calls on the cancelled job return at once, even with whilePaused: wait or wait: true', async () => {
+      const source = await sqlSource(db.ds, 'ctl_psrc', 'id');
+      let cancelling: Promise<boolean> | undefined;
+      let committed = 0;
+      let atCancel = -1;
+      const first = await eachPartition(db.ds, 'p-cancelled', source, 20, copyRows('p-cancelled'), {
+        partitions: 3,
+        onProgress: (progress) => {
+          committed = progress.batches;
+          if (progress.batches === 2) cancelling = cancel(db.ds, 'p-cancelled').then((done) => ((atCancel = committed), done));
+        },
+      });
+      expect(await cancelling).to.equal(true);
+      expect(first).to.include({ stopped: 'cancelled', done: false });
+      expect(first.batches - atCancel).to.be.within(0, PIPELINED_PER_LANE);
+      for (const options of [{ whilePaused: 'wait' as const }, { wait: true }]) {
+        expect(await eachPartition(db.ds, 'p-cancelled', source, 20, copyRows('p-cancelled'), options)).to.deep.equal({
+          batches: 0,
+          items: 0,
+          partitions: 3,
+          done: false,
+          stopped: 'cancelled',
+        });
+      }
+      expect(await count(db.ds, sql('SELECT COUNT(*) FROM ctl_dst WHERE job = ?'), ['p-cancelled'])).to.equal(first.items);
+      expect(await reset(db.ds, 'p-cancelled')).to.equal(true);
+      await db.ds.query(sql('DELETE FROM ctl_dst WHERE job = ?'), ['p-cancelled']);
+      expect(await eachPartition(db.ds, 'p-cancelled', source, 20, copyRows('p-cancelled'))).to.include({ done: true });
+      await expectRowsOnce('p-cancelled');
+    });
+
+    it('with wait: true, keeps waiting while paused and goes on once resumed', async () => {
+      const source = await sqlSource(db.ds, 'ctl_psrc', 'id');
+      let paused = false;
+      let whilePaused = 0;
+      let resuming: Promise<boolean> | undefined;
+      const result = await eachPartition(db.ds, 'p-waiting', source, 50, copyRows('p-waiting'), {
+        partitions: 2,
+        wait: true,
+        onProgress: (progress) => {
+          if (paused) whilePaused++;
+          if (progress.batches === 2) {
+            void pause(db.ds, 'p-waiting').then(() => {
+              paused = true;
+              resuming = new Promise((resolve) => setTimeout(resolve, 300)).then(() => ((paused = false), resume(db.ds, 'p-waiting')));
+            });
+          }
+        },
+      });
+      // Only the batches in flight when the pause committed: the range's state is read by its fenced
+      // cursor update at the batch's end, so a batch whose update ran just before the pause and the
+      // one already begun after it (PostgreSQL pipelines the next BEGIN with the COMMIT) may both commit.
+      expect(whilePaused).to.be.at.most(2);
+      expect(await resuming).to.equal(true);
+      expect(result).to.include({ done: true, items: PARTITION_ROWS });
+      expect(result.stopped).to.equal(undefined);
+      await expectRowsOnce('p-waiting');
+    });
+
+    it('runs in time slices with maxRuntimeMs, losing nothing, and asks its throttle before each batch', async () => {
+      const source = await sqlSource(db.ds, 'ctl_psrc', 'id');
+      let calls = 0;
+      const asked: number[] = [];
+      for (;;) {
+        calls++;
+        const result = await eachPartition(db.ds, 'p-sliced', source, 100, copyRows('p-sliced'), {
+          partitions: 3,
+          maxRuntimeMs: 1e-9,
+          throttle: ({ batches }) => (asked.push(batches), 0),
+        });
+        if (result.done) {
+          expect(result.stopped).to.equal(undefined);
+          break;
+        }
+        expect(result).to.include({ stopped: 'time', batches: 1 });
+        expect(calls).to.be.below(60);
+        // The range in flight was released, not left running.
+        expect((await listPartitions(db.ds, 'p-sliced')).filter((range) => range.status === 'running')).to.deep.equal([]);
+      }
+      expect(calls).to.be.at.least(PARTITION_ROWS / 100);
+      expect(asked.every((batches) => batches === 0)).to.equal(true);
+      await expectRowsOnce('p-sliced');
+      const throttled = await eachPartition(db.ds, 'p-throttled', source, 500, copyRows('p-throttled'), {
+        partitions: 2,
+        throttle: () => 5,
+      });
+      expect(throttled).to.include({ done: true, items: PARTITION_ROWS });
+      expect((await status(db.ds, 'p-throttled'))!.throttledMs).to.be.at.least(5 * throttled.batches);
+      await expectRowsOnce('p-throttled');
+    });
+
+    it('rejects bad control options with INVALID_ARGUMENT before planning', async () => {
+      const source = await sqlSource(db.ds, 'ctl_psrc', 'id');
+      await expectCode(eachPartition(db.ds, 'p-bad', source, 10, copyRows('p-bad'), { maxRuntimeMs: 0 }), 'INVALID_ARGUMENT');
+      await expectCode(eachPartition(db.ds, 'p-bad', source, 10, copyRows('p-bad'), { whilePaused: 'no' as never }), 'INVALID_ARGUMENT');
+      await expectCode(eachPartition(db.ds, 'p-bad', source, 10, copyRows('p-bad'), { throttle: 5 as never }), 'INVALID_ARGUMENT');
+      expect(await status(db.ds, 'p-bad')).to.equal(null);
+    });
+
+    it('learns the state without an extra statement per batch', async () => {
+      // Statements (SQLite: logged) or round trips (PostgreSQL, MySQL) per batch of a steady run of
+      // one range, as measured before eachPartition read the state: reading it must not add one.
+      const expected = { sqlite: 6, postgres: 3, mysql: 4 }[DRIVER];
+      const log = new SqlLog();
+      const counted: DataSource = DRIVER === 'sqlite' ? await db.open({ logger: log }) : await db.open();
+      const counter =
+        DRIVER === 'sqlite'
+          ? {
+              get sent() {
+                return log.queries.length;
+              },
+            }
+          : countRoundTrips(counted);
+      const one = async (items: Record<string, unknown>[], tx: EntityManager) => {
+        await tx.query(sql('INSERT INTO ctl_dst (job, n) VALUES (?, ?)'), ['p-counted', Number(items[0].id)]);
+      };
+      const run = async (name: string, batches: number) => {
+        const source = await sqlSource(counted, 'ctl_psrc', 'id', { where: `id <= ${batches * 10}` });
+        const before = counter.sent;
+        await eachPartition(counted, name, source, 10, one, { partitions: 1 });
+        return counter.sent - before;
+      };
+      await run('p-counted-warm', 3);
+      const ten = await run('p-counted-10', 10);
+      const thirty = await run('p-counted-30', 30);
+      expect((thirty - ten) / 20).to.equal(expected);
+      await counted.destroy();
+    });
+  });
+});

@@ -1,0 +1,427 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { importFile } from '../src';
+import { kill, runChild, startChild } from './support/child';
+import { cli, cliJson } from './support/cli-run';
+import { expectCode } from './support/expect-code';
+import { count, DRIVER, sql, useTestDatabase } from './support/database';
+
+// SPEC "Real files, second round": NULL texts in every format, the key by default, .tsv, the
+// check summary.
+describe(`importFile: real files, second round (${DRIVER})`, () => {
+  const database = useTestDatabase('real_files');
+  let dir: string;
+  let files = 0;
+  const file = (name: string, content: string | Buffer) => {
+    const path = join(dir, `${++files}-${name}`);
+    writeFileSync(path, content);
+    return path;
+  };
+  const rows = async (table: string) =>
+    (
+      (await database.ds.query(`SELECT name, population, note FROM ${table} ORDER BY name`)) as {
+        name: string;
+        population: number | string | null;
+        note: string | null;
+      }[]
+    ).map((row) => `${row.name}:${row.population === null ? 'NULL' : Number(row.population)}:${row.note === null ? 'NULL' : row.note}`);
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'real-files-'));
+    await database.ds.query('CREATE TABLE towns (name VARCHAR(40) PRIMARY KEY, population INTEGER, note VARCHAR(40))');
+    await database.ds.query('CREATE TABLE visits (id INTEGER NOT NULL, place VARCHAR(40) NOT NULL)');
+    await database.ds.query(
+      DRIVER === 'postgres'
+        ? 'CREATE TABLE generated (id SERIAL PRIMARY KEY, name VARCHAR(40) NOT NULL)'
+        : DRIVER === 'mysql'
+          ? 'CREATE TABLE generated (id INTEGER AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) NOT NULL)'
+          : 'CREATE TABLE generated (id INTEGER PRIMARY KEY AUTOINCREMENT, name VARCHAR(40) NOT NULL)',
+    );
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  beforeEach(async () => {
+    await database.ds.query('DELETE FROM towns');
+    await database.ds.query('DELETE FROM visits');
+  });
+
+  describe('nullIf', () => {
+    it('a JSON string equal to a null text is NULL (numbers given as strings, "" for unknown), in JSON and NDJSON', async () => {
+      const records = [
+        { name: 'a', population: '120', note: 'NA' },
+        { name: 'b', population: '', note: '' },
+        { name: 'c', population: '7', note: 'n/a' },
+      ];
+      const sources = {
+        json: file('towns.json', JSON.stringify(records)),
+        ndjson: file('towns.ndjson', records.map((r) => JSON.stringify(r)).join('\n')),
+      };
+      for (const [format, path] of Object.entries(sources)) {
+        await database.ds.query('DELETE FROM towns');
+        // Without nullIf, "" is not an integer: the file is rejected before any write.
+        await expectCode(importFile(database.ds, `plain-${format}`, path, { into: 'towns' }), 'INVALID_INPUT');
+        expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(0);
+        const result = await importFile(database.ds, `nulls-${format}`, path, { into: 'towns', nullIf: ['', 'NA'] });
+        expect(result, format).to.include({ rows: 3, invalid: 0, done: true });
+        expect(await rows('towns'), format).to.deep.equal(['a:120:NULL', 'b:NULL:NULL', 'c:7:n/a']);
+      }
+    });
+
+    it('a CSV field equal to a null text is NULL quoted or not; without nullIf only an empty unquoted field is', async () => {
+      const path = file('towns.csv', 'name,population,note\na,1,NA\nb,2,"NA"\nc,3,""\nd,4,\n');
+      await importFile(database.ds, 'csv-default', path, { into: 'towns' });
+      expect(await rows('towns')).to.deep.equal(['a:1:NA', 'b:2:NA', 'c:3:', 'd:4:NULL']);
+      await database.ds.query('DELETE FROM towns');
+      await importFile(database.ds, 'csv-nulls', path, { into: 'towns', nullIf: ['NA'] });
+      expect(await rows('towns')).to.deep.equal(['a:1:NULL', 'b:2:NULL', 'c:3:', 'd:4:']);
+      // csv.null is a synonym for one text.
+      await database.ds.query('DELETE FROM towns');
+      await importFile(database.ds, 'csv-null-synonym', path, { into: 'towns', csv: { null: 'NA' } });
+      expect(await rows('towns')).to.deep.equal(['a:1:NULL', 'b:2:NULL', 'c:3:', 'd:4:']);
+    });
+
+    it('refuses a nullIf that is not an array of strings with INVALID_ARGUMENT, before any write', async () => {
+      const path = file('towns.ndjson', '{"name":"a","population":"1"}\n');
+      for (const nullIf of ['', [1], [null], {}, 'NA']) {
+        await expectCode(importFile(database.ds, 'bad-null', path, { into: 'towns', nullIf: nullIf as never }), 'INVALID_ARGUMENT');
+      }
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(0);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['bad-null'])).to.equal(0);
+    });
+
+    it('CLI: --null is repeatable and applies to JSON files', async () => {
+      const path = file('cli-towns.json', JSON.stringify([{ name: 'x', population: '', note: '-' }]));
+      const run = await cliJson([
+        'import',
+        path,
+        '--batch',
+        'cli-nulls',
+        '--into',
+        'towns',
+        '--null',
+        '',
+        '--null',
+        '-',
+        '--db',
+        database.url,
+      ]);
+      expect(run.code, run.stderr).to.equal(0);
+      expect(await rows('towns')).to.deep.equal(['x:NULL:NULL']);
+    });
+  });
+
+  describe('the key by default', () => {
+    it("a repeat of the table's primary key within the file is an invalid row found in pass 1, before any write", async () => {
+      const path = file('repeat.ndjson', ['a', 'b', 'c', 'b', 'd'].map((name) => JSON.stringify({ name, population: 1 })).join('\n'));
+      const error = await expectCode(importFile(database.ds, 'repeat', path, { into: 'towns', size: 2 }), 'INVALID_INPUT');
+      expect(error).to.include({ index: 3, field: 'name' });
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(0);
+      // With invalid: 'skip' the repeat is a reject; the first occurrence is written.
+      const skipped = await importFile(database.ds, 'repeat-skip', path, { into: 'towns', size: 2, invalid: 'skip' });
+      expect(skipped).to.include({ rows: 4, invalid: 1, done: true });
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(4);
+    });
+
+    it('key: false turns the check off: the repeat reaches the table, which refuses it at its chunk', async () => {
+      const path = file('repeat-off.ndjson', ['a', 'b', 'a'].map((name) => JSON.stringify({ name })).join('\n'));
+      await expectCode(importFile(database.ds, 'repeat-off', path, { into: 'towns', size: 2, key: false }), 'INVALID_INPUT');
+      // The chunk before the repeat's committed: the repeat was not found before the first write.
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(2);
+    });
+
+    it('a table without a primary key has no default key; a generated key the file leaves out repeats nothing', async () => {
+      const visits = file('visits.ndjson', [1, 1, 2].map((id) => JSON.stringify({ id, place: 'p' })).join('\n'));
+      expect(await importFile(database.ds, 'visits', visits, { into: 'visits' })).to.include({ rows: 3, invalid: 0 });
+      const names = file('generated.ndjson', ['x', 'y', 'z'].map((name) => JSON.stringify({ name })).join('\n'));
+      expect(await importFile(database.ds, 'generated', names, { into: 'generated' })).to.include({ rows: 3, invalid: 0 });
+    });
+
+    it('with conflict: update, a key repeated within the file is still an invalid row (the table decides only between the file and itself)', async () => {
+      const path = file('conflict.ndjson', ['a', 'a'].map((name, i) => JSON.stringify({ name, population: i })).join('\n'));
+      const error = await expectCode(importFile(database.ds, 'conflict', path, { into: 'towns', conflict: 'update' }), 'INVALID_INPUT');
+      expect(error).to.include({ index: 1 });
+    });
+
+    it('CLI: --no-key turns it off', async () => {
+      const path = file('cli-repeat.csv', 'name,population\na,1\na,2\n');
+      const refused = await cliJson(['import', path, '--batch', 'cli-key', '--into', 'towns', '--db', database.url]);
+      expect(refused.json).to.include({ ok: false, code: 'INVALID_INPUT', index: 1 });
+      const run = await cliJson([
+        'import',
+        path,
+        '--batch',
+        'cli-no-key',
+        '--into',
+        'towns',
+        '--no-key',
+        '--size',
+        '1',
+        '--conflict',
+        'update',
+        '--db',
+        database.url,
+      ]);
+      expect(run.code, run.stderr).to.equal(0);
+      expect(await rows('towns')).to.deep.equal(['a:2:NULL']);
+    });
+  });
+
+  describe('.tsv', () => {
+    it('.tsv and .tsv.gz are CSV with a tab delimiter; a comma is data', async () => {
+      const text = 'name\tpopulation\tnote\na\t1\tx, y\nb\t2\t\n';
+      for (const path of [file('towns.tsv', text), file('towns.tsv.gz', gzipSync(text))]) {
+        await database.ds.query('DELETE FROM towns');
+        expect(await importFile(database.ds, `tsv-${path}`, path, { into: 'towns' })).to.include({ rows: 2, done: true });
+        expect(await rows('towns')).to.deep.equal(['a:1:x, y', 'b:2:NULL']);
+      }
+    });
+
+    it('id/value rows from a .tsv are INVALID_ARGUMENT: a .tsv is read in records mode', async () => {
+      await expectCode(importFile(database.ds, 'tsv-rows', file('rows.tsv', 'id\tvalue\na\t1\n')), 'INVALID_ARGUMENT');
+    });
+  });
+
+  describe('check summary', () => {
+    it('groups every invalid row by field and reason, with counts and the first row of each', async () => {
+      const lines = ['name,population,note'];
+      for (let i = 0; i < 300; i++) lines.push(`t${i},${i % 3 === 0 ? '' : i % 7 === 0 ? 'many' : i},`);
+      lines.push('t5,5,');
+      const path = file('summary.csv', `${lines.join('\n')}\n`);
+      const result = await importFile(database.ds, 'summary', path, { into: 'towns', check: true, nullIf: ['x'] });
+      const empty = Array.from({ length: 300 }, (_, i) => i).filter((i) => i % 3 === 0);
+      const many = Array.from({ length: 300 }, (_, i) => i).filter((i) => i % 3 !== 0 && i % 7 === 0);
+      expect(result.invalid).to.equal(empty.length + many.length + 1);
+      expect(result.summary).to.deep.equal([
+        { field: 'population', reason: result.summary![0].reason, rows: empty.length, firstIndex: 0 },
+        { field: 'population', reason: result.summary![1].reason, rows: many.length, firstIndex: many[0] },
+        { field: 'name', reason: result.summary![2].reason, rows: 1, firstIndex: 300 },
+      ]);
+      expect(result.summary![0].reason).to.not.equal(result.summary![1].reason);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(0);
+
+      const run = await cliJson(['import', path, '--batch', 'summary', '--into', 'towns', '--check', '--null', 'x', '--db', database.url]);
+      expect(run.json.summary).to.deep.equal(result.summary);
+      const printed = await cli(['import', path, '--batch', 'summary', '--into', 'towns', '--check', '--null', 'x', '--db', database.url]);
+      expect(printed.stdout.join('\n')).to.include(`population: ${result.summary![0].reason} — ${empty.length} rows, first 0`);
+    });
+  });
+
+  describe('a resume that costs only what is left', () => {
+    const towns = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ name: `t${i}`, population: i })).join('\n');
+
+    /** A records import of `path` stopped by its signal after `chunks` committed chunks; `map` counts its calls. */
+    async function stoppedAfter(batch: string, path: string, chunks: number, options: Record<string, unknown>) {
+      const stop = new AbortController();
+      const result = await importFile(database.ds, batch, path, {
+        ...options,
+        size: 10,
+        signal: stop.signal,
+        onProgress: (progress) => progress.batches >= chunks && stop.abort(),
+      });
+      expect(result).to.include({ nextIndex: chunks * 10, done: false, stopped: 'signal' });
+    }
+
+    it('skips validation when the same file resumes with the same options: map runs only for the rows left', async () => {
+      const path = file('resume.ndjson', towns(100));
+      let calls = 0;
+      const map = (record: Record<string, unknown>) => {
+        calls++;
+        return record;
+      };
+      await stoppedAfter('resume', path, 3, { into: 'towns', map });
+      // Pass 1 read every row, pass 2 those of three chunks (and the fourth, read before the stop took effect).
+      expect(calls).to.be.at.least(130);
+      calls = 0;
+      const resumed = await importFile(database.ds, 'resume', path, { into: 'towns', map, size: 10 });
+      expect(resumed).to.include({ rows: 70, done: true });
+      expect(calls).to.equal(70);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(100);
+    });
+
+    it('validates again when an option that changes validation differs, and when pass 1 found repeated keys to leave out', async () => {
+      const path = file('resume-options.ndjson', towns(100));
+      let calls = 0;
+      const map = (record: Record<string, unknown>) => {
+        calls++;
+        return record;
+      };
+      await stoppedAfter('resume-options', path, 3, { into: 'towns', map });
+      calls = 0;
+      expect(await importFile(database.ds, 'resume-options', path, { into: 'towns', map, size: 10, nullIf: ['x'] })).to.include({
+        done: true,
+      });
+      expect(calls).to.equal(170);
+
+      const repeats = file('resume-repeats.ndjson', `${towns(100)}\n${JSON.stringify({ name: 't1' })}`);
+      await database.ds.query('DELETE FROM towns');
+      await stoppedAfter('resume-repeats', repeats, 3, { into: 'towns', map, invalid: 'skip' });
+      calls = 0;
+      const resumed = await importFile(database.ds, 'resume-repeats', repeats, { into: 'towns', map, size: 10, invalid: 'skip' });
+      expect(resumed).to.include({ done: true, invalid: 1 });
+      expect(calls).to.equal(101 + 71);
+    });
+
+    it('another file under the same batch is still FINGERPRINT_MISMATCH, found by the digest alone', async () => {
+      const path = file('resume-a.ndjson', towns(100));
+      await stoppedAfter('resume-other', path, 2, { into: 'towns' });
+      const other = file('resume-b.ndjson', towns(101));
+      await expectCode(importFile(database.ds, 'resume-other', other, { into: 'towns', size: 10 }), 'FINGERPRINT_MISMATCH');
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(20);
+    });
+
+    it('id/value rows: the batch keeps the hash of the options it was validated with, and a resume goes on exactly once', async () => {
+      const path = file('resume-rows.ndjson', Array.from({ length: 50 }, (_, i) => JSON.stringify({ id: `r${i}`, value: i })).join('\n'));
+      const stop = new AbortController();
+      const first = await importFile(database.ds, 'resume-rows', path, {
+        size: 10,
+        signal: stop.signal,
+        onProgress: (progress) => progress.batches >= 2 && stop.abort(),
+      });
+      expect(first).to.include({ nextIndex: 20, done: false });
+      const [row] = (await database.ds.query(sql('SELECT validated_options FROM checkpoint_imports WHERE id = ?'), ['resume-rows'])) as {
+        validated_options: string | null;
+      }[];
+      expect(row.validated_options).to.match(/^[0-9a-f]{64}$/);
+      expect(await importFile(database.ds, 'resume-rows', path, { size: 10 })).to.include({ rows: 30, done: true });
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?'), ['resume-rows'])).to.equal(50);
+    });
+  });
+  describe('SIGKILL between a chunk commit and the next chunk', () => {
+    it('a killed import resumes without validating again, from its checkpoint, every row once in a table without a unique key', async () => {
+      const total = 5000;
+      const path = file(
+        'killed.ndjson',
+        `${Array.from({ length: total }, (_, i) => JSON.stringify({ id: i, place: `p${i}` })).join('\n')}\n`,
+      );
+      for (let trial = 1; trial <= 3; trial++) {
+        await database.ds.query('DELETE FROM visits');
+        const batch = `killed-${trial}`;
+        const child = startChild('test/fixtures/records-import-worker.ts', [database.url, batch, path, 'visits', '100', String(5 * trial)]);
+        const first = await child.waitForLine((line) => line.startsWith('first '));
+        // The first run validated the file: map ran for all of it before the first chunk.
+        expect(Number(first.split(' ')[1])).to.be.at.least(total);
+        await child.waitForLine((line) => line.startsWith('between '));
+        await kill(child);
+        // Held between two chunks: the rows are those of the checkpoint (a chunk in flight when the wait began committed first).
+        const held = await count(database.ds, sql('SELECT next_index FROM checkpoint_imports WHERE id = ?'), [batch]);
+        expect(held).to.be.at.least(5 * trial * 100);
+        expect(await count(database.ds, 'SELECT COUNT(*) FROM visits')).to.equal(held);
+
+        const rerun = await runChild('test/fixtures/records-import-worker.ts', [database.url, batch, path, 'visits', '100', '0']);
+        const again = rerun.lines.find((line) => line.startsWith('first '))!;
+        // The resume did not validate: map ran only for the rows pass 2 read from the checkpoint on.
+        expect(Number(again.split(' ')[1])).to.be.below(total - held);
+        const done = JSON.parse(rerun.lines.find((line) => line.startsWith('done '))!.slice(5)) as Record<string, unknown>;
+        expect(done).to.include({ done: true, rows: total - held, nextIndex: total });
+        expect(await count(database.ds, 'SELECT COUNT(*) FROM visits')).to.equal(total);
+        expect(await count(database.ds, 'SELECT COUNT(DISTINCT id) FROM visits')).to.equal(total);
+      }
+    });
+  });
+  describe('create', () => {
+    const records = [
+      { id: 1, name: 'Ab', population: '100', founded: '1900-01-02', at: '2020-01-01T10:00:00Z', doc: { a: 1 } },
+      { id: 2, name: 'Cd', population: '', founded: '1901-03-04', at: '2020-01-02T10:00:00.5Z', doc: [1] },
+      { id: 3, name: 'E, f', population: '2.5', founded: '1902-05-06', at: '2020-01-03 10:00:00+02:00', doc: null },
+    ];
+    const exists = async (table: string) => (await findTable(table)) !== null;
+    const findTable = (table: string) =>
+      database.ds.manager.transaction((tx) => import('../src/import/records/target-table').then((m) => m.findTargetTable(tx, table)));
+
+    it('creates the table from what pass 1 inferred, before the first chunk, and returns its statement; a rerun uses it', async () => {
+      const path = file('create.ndjson', records.map((r) => JSON.stringify(r)).join('\n'));
+      const result = await importFile(database.ds, 'create', path, {
+        into: 'created_towns',
+        create: true,
+        key: 'id',
+        nullIf: [''],
+        size: 2,
+      });
+      expect(result).to.include({ rows: 3, done: true });
+      expect(result.created?.ddl).to.match(/CREATE TABLE/);
+      const target = (await findTable('created_towns'))!;
+      expect(target.primaryKey).to.deep.equal(['id']);
+      const kinds = Object.fromEntries(target.columns.map((column) => [column.name, [column.kind, column.nullable]]));
+      expect(kinds).to.deep.include({
+        id: ['integer', false],
+        name: ['text', false],
+        population: ['numeric', true],
+        founded: ['date', false],
+      });
+      expect(kinds.at[0]).to.be.oneOf(['timestamptz', 'timestamp']);
+      expect(kinds.doc).to.deep.equal(['json', true]);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM created_towns')).to.equal(3);
+      // The table exists now: create changes nothing, and the rows go in as into any table.
+      const again = await importFile(database.ds, 'create-again', path, {
+        into: 'created_towns',
+        create: true,
+        key: 'id',
+        nullIf: [''],
+        conflict: 'skip',
+      });
+      expect(again).to.include({ rows: 3, done: true });
+      expect(again.created).to.equal(undefined);
+    });
+
+    it('with check, returns the statement and creates nothing; a key the file does not have is INVALID_ARGUMENT', async () => {
+      const path = file('create-check.csv', 'code,qty\na,1\nb,2\n');
+      const checked = await importFile(database.ds, 'create-check', path, {
+        into: 'checked_table',
+        create: true,
+        key: 'code',
+        check: true,
+      });
+      expect(checked.created?.ddl).to.match(/CREATE TABLE/);
+      expect(await exists('checked_table')).to.equal(false);
+      await expectCode(
+        importFile(database.ds, 'create-bad-key', path, { into: 'checked_table', create: true, key: 'nope' }),
+        'INVALID_ARGUMENT',
+      );
+      expect(await exists('checked_table')).to.equal(false);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['create-bad-key'])).to.equal(0);
+      await expectCode(importFile(database.ds, 'create-no-into', path, { records: true, check: true, create: true }), 'INVALID_ARGUMENT');
+    });
+
+    it('without create, a missing table is INVALID_ARGUMENT as before', async () => {
+      const path = file('no-create.csv', 'code,qty\na,1\n');
+      await expectCode(importFile(database.ds, 'no-create', path, { into: 'never_created' }), 'INVALID_ARGUMENT');
+    });
+
+    it('SIGKILL after the table was created and before the first chunk: the rerun uses the table, every row once', async () => {
+      const total = 300;
+      const path = file(
+        'create-killed.ndjson',
+        Array.from({ length: total }, (_, i) => JSON.stringify({ id: i, place: `p${i}` })).join('\n'),
+      );
+      const child = startChild('test/fixtures/records-import-worker.ts', [
+        database.url,
+        'create-killed',
+        path,
+        'killed_created',
+        '50',
+        '-1',
+        'create',
+      ]);
+      await child.waitForLine((line) => line.startsWith('between '));
+      await kill(child);
+      expect(await exists('killed_created')).to.equal(true);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM killed_created')).to.equal(0);
+      const rerun = await runChild('test/fixtures/records-import-worker.ts', [
+        database.url,
+        'create-killed',
+        path,
+        'killed_created',
+        '50',
+        '0',
+        'create',
+      ]);
+      const done = JSON.parse(rerun.lines.find((line) => line.startsWith('done '))!.slice(5)) as Record<string, unknown>;
+      expect(done).to.include({ done: true, rows: total });
+      expect(done.created).to.equal(undefined);
+      expect(await count(database.ds, 'SELECT COUNT(DISTINCT id) FROM killed_created')).to.equal(total);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM killed_created')).to.equal(total);
+    });
+  });
+});
