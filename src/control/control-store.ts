@@ -49,12 +49,14 @@ export async function changeState(
   const q = (identifier: string) => dialect.quote(identifier);
   const { from, to, unfinished } = TRANSITIONS[operation];
   const states = from.map(() => '?').join(', ');
+  // The time of the change, by the server's clock where a fenced commit compares it with its transaction's start.
+  const clock = dialect.stateClock;
   const sql = dialect.sql(
-    `UPDATE ${q(target.table)} SET ${q('state')} = ?, ${q('updated_at')} = ? ` +
+    `UPDATE ${q(target.table)} SET ${q('state')} = ?, ${q('updated_at')} = ${clock ? clock.now : '?'} ` +
       `WHERE ${q(target.key)} = ? AND ${q('state')} IN (${states})${unfinished ? ` AND ${target.unfinished(q)}` : ''}`,
   );
   try {
-    return (await dialect.execute(tx.queryRunner!, sql, [to, Date.now(), key, ...from])).affected > 0;
+    return (await dialect.execute(tx.queryRunner!, sql, [to, ...(clock ? [] : [Date.now()]), key, ...from])).affected > 0;
   } catch (error) {
     throw ownStatementError(error, `changing the state of "${key}"`);
   }

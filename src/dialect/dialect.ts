@@ -174,6 +174,13 @@ export interface Dialect {
    * the running loops, which then leave the lock free for it between two batches (see sqlite-knock.ts).
    */
   readonly writerKnock?: WriterKnock;
+  /**
+   * Where the server can tell when the current transaction began (PostgreSQL): `now`, the server's
+   * clock in epoch ms, which a pause, resume or cancel stores as the row's `updated_at`; and
+   * `before(column)`, true in SQL when such a stored time is before the current transaction began.
+   * A range's fenced commit then refuses a batch begun after its job was paused or cancelled.
+   */
+  readonly stateClock?: { now: string; before(column: string): string };
   /** Quotes an identifier (doubling the quote character inside it). */
   quote(identifier: string): string;
   /**

@@ -98,6 +98,10 @@ export const postgres: Dialect = {
   supportsSkipLocked: true,
   singleConnection: false,
   pipelinedCommit: pgPipelinedCommit,
+  stateClock: {
+    now: 'FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint',
+    before: (column) => `${column} < EXTRACT(EPOCH FROM transaction_timestamp()) * 1000`,
+  },
   quote: doubleQuote,
   execute: executePrepared,
   sql(text) {

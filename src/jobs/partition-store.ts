@@ -112,11 +112,12 @@ function names(dialect: Dialect) {
  * True, in SQL, when the job of the range row of `table` is paused or cancelled: the job's state,
  * read inside a statement the range loop runs anyway (no statement of its own).
  */
-function jobHeld(dialect: Dialect, table: string): string {
+function jobHeld(dialect: Dialect, table: string, since?: (column: string) => string): string {
   const q = (column: string) => dialect.quote(column);
+  const changed = since ? ` AND ${since(`${q('j')}.${q('updated_at')}`)}` : '';
   return (
     `EXISTS (SELECT 1 FROM ${q(JOBS.table)} ${q('j')} WHERE ${q('j')}.${q(JOBS.key)} = ${table}.${q('job_name')} ` +
-    `AND ${q('j')}.${q('state')} IN ('paused', 'cancelled'))`
+    `AND ${q('j')}.${q('state')} IN ('paused', 'cancelled')${changed})`
   );
 }
 
@@ -271,7 +272,8 @@ export interface RangeChange {
 
 /**
  * `commitRange`'s statement, fenced by the claim token: it changes the range's row, or nothing when
- * the claim was lost. Except on SQLite (where `lockForBatch` reads it), it also reads the job's
+ * the claim was lost, or (PostgreSQL) when the job was paused or cancelled before the batch's
+ * transaction began, so a batch begun after a pause never commits. Except on SQLite (where `lockForBatch` reads it), it also reads the job's
  * state: PostgreSQL returns `held` (paused or cancelled) from the changed row; MySQL/MariaDB's
  * statement joins the job row when it is paused or cancelled, which changes one row more (see FinalStatement.flag).
  */
@@ -308,11 +310,17 @@ function rangeCommit(
       `AND ${j}.${q('state')} IN ('paused', 'cancelled') SET ${set}, ${j}.${q('state')} = ${j}.${q('state')} WHERE ${where}`;
     return { sql: dialect.sql(sql), parameters, flag: { returning: '' } };
   }
-  const sql = dialect.sql(`UPDATE ${table} SET ${set} WHERE ${where}`);
+  // PostgreSQL: a batch begun after its job was paused or cancelled commits nothing (no row changes).
+  const begunHeld = dialect.stateClock ? ` AND NOT ${jobHeld(dialect, table, dialect.stateClock.before)}` : '';
+  const sql = dialect.sql(`UPDATE ${table} SET ${set} WHERE ${where}${begunHeld}`);
   return dialect.singleConnection ? { sql, parameters } : { sql, parameters, flag: { returning: jobHeld(dialect, table) } };
 }
 
-/** What a fenced commit found: `held` false when the claim is no longer this worker's (nothing may commit); `paused`: the job is paused or cancelled. */
+/**
+ * What a fenced commit found: `held` false when nothing may commit (the claim is no longer this
+ * worker's, or on PostgreSQL the job was paused or cancelled before the batch began); `paused`: the
+ * job is paused or cancelled.
+ */
 export interface RangeCommitted {
   held: boolean;
   paused: boolean;

@@ -114,6 +114,9 @@ function validate(db: Db, name: unknown, source: unknown, limit: unknown, handle
   }
 }
 
+/** A batch that must not commit: its fenced commit changed nothing, or (SQLite) its lock found the job paused or cancelled. */
+class BatchRefused extends Error {}
+
 function claimLost(name: string, index: number): ClaimLostError {
   return new ClaimLostError(
     `Range ${index} of job "${name}" was taken over by another worker (its lease expired: the process stalled), or the job was ` +
@@ -231,9 +234,11 @@ export async function eachPartition<T>(
     stopping = true;
     halted ??= why;
   };
+  /** Why the job's row says to stop (paused or cancelled), read in a transaction of its own; undefined to go on. */
+  const storedStop = async () => stopFor({ state: await transact(db, (tx) => readState(tx, JOBS, name)) });
   /** After a fenced commit found the job paused or cancelled: which, read once (a resume since then: go on). */
   const haltForState = async (): Promise<void> => {
-    const state = stopFor({ state: await transact(db, (tx) => readState(tx, JOBS, name)) });
+    const state = await storedStop();
     if (state) halt(state);
   };
 
@@ -261,14 +266,20 @@ export async function eachPartition<T>(
     // COMMIT and the next batch's BEGIN in one round trip (a lost claim fails the update, so nothing commits).
     let followed = false;
     const batchLane = TransactionLane.fits(db) ? new TransactionLane(() => followed, { giveWay: true }) : undefined;
+    /**
+     * After a batch was refused (rolled back): the job's state, read once. Paused or cancelled:
+     * the loop stops; else the claim was lost. On SQLite the batch's lock found that before the
+     * handler ran; on PostgreSQL the fenced commit refuses a batch begun after a pause or cancel.
+     */
+    const refused = async () => {
+      const state = await storedStop();
+      if (!state) throw claimLost(name, index);
+      return { items: 0, finished: false, next: stored, paused: true, state };
+    };
     const batch = async (tx: EntityManager, commitAtCommit: boolean) => {
       followed = false;
       // SQLite: the job is paused or cancelled (read by the batch's first statement): no batch runs.
-      if (!(await lockForBatch(tx, name, index))) {
-        const state = stopFor({ state: await readState(tx, JOBS, name) });
-        if (!state) throw claimLost(name, index);
-        return { items: 0, finished: false, next: stored, paused: true, state };
-      }
+      if (!(await lockForBatch(tx, name, index))) throw new BatchRefused();
       const cursor: Json = stored === null ? lower : decodeJson(stored);
       const page = checkPage<T>(await source.partitioning.page(cursor, upper, limit, tx));
       const finished = page.items.length === 0 || page.next === null;
@@ -295,7 +306,7 @@ export async function eachPartition<T>(
         return { items: page.items.length, finished, next, paused: false, change: { ...change, cursor: next, finished } };
       }
       const committed = await commitRange(tx, name, index, token, change);
-      if (!committed.held) throw claimLost(name, index);
+      if (!committed.held) throw new BatchRefused();
       if (finished) await finishJobIfLast(tx, name);
       return { items: page.items.length, finished, next, paused: committed.paused };
     };
@@ -323,7 +334,7 @@ export async function eachPartition<T>(
         const round = await batchSpans
           .traced('batch', { job: name, range: index, index: batchIndex }, async (batchSpan) => {
             try {
-              let ran: Awaited<ReturnType<typeof batch>>;
+              let ran: Awaited<ReturnType<typeof batch>> | Awaited<ReturnType<typeof refused>>;
               if (batchLane) {
                 const outcome = await batchLane.transact(
                   db,
@@ -331,10 +342,13 @@ export async function eachPartition<T>(
                   (done) => (done.change ? [commitRangeAtCommit(dialect, name, index, token, done.change)] : []),
                   `committing a range of job "${name}"`,
                 );
-                if (!outcome.held) throw claimLost(name, index);
-                ran = outcome.flagged ? { ...outcome.result, paused: true } : outcome.result;
+                if (!outcome.held) ran = await refused();
+                else ran = outcome.flagged ? { ...outcome.result, paused: true } : outcome.result;
               } else {
-                ran = await transact(db, (tx) => batch(tx, false));
+                ran = await transact(db, (tx) => batch(tx, false)).catch((error: unknown) => {
+                  if (error instanceof BatchRefused) return refused();
+                  throw error;
+                });
               }
               if (ran.items > 0) batchSpan.committed(ran.items, true);
               return ran;
@@ -397,7 +411,7 @@ export async function eachPartition<T>(
         // The claim takes nothing while the job is paused or cancelled: the call's last statement
         // reads which; a waiting call reads it before each poll.
         if (!wait) return;
-        const state = stopFor({ state: await transact(db, (tx) => readState(tx, JOBS, name)) });
+        const state = await storedStop();
         if (state) return halt(state);
         if (await settled(db, name)) return;
         await pause(pollMs, signal);
