@@ -58,7 +58,8 @@ export { importAll, type ImportAllOptions } from './import/import-all';
 export { type ImportFileOptions, type ImportFileResult, type ImportFormat, importFile } from './import/import-file';
 export { replaceImport } from './import/replace-import';
 export { ImportReject } from '../entities';
-export type { RecordsOptions, RowError, RowErrorGroup } from './import/records/import-records';
+export type { RecordsOptions } from './import/records/import-records';
+export type { RowError, RowErrorGroup } from './import/records/error-summary';
 export type { CsvOptions } from './import/records/record-readers';
 export {
   CheckpointManager,

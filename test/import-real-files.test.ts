@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { importFile } from '../src';
+import { DataSource } from 'typeorm';
+import { checkpointEntities, dataSourceOptionsFromUrl, importFile } from '../src';
 import { kill, runChild, startChild } from './support/child';
 import { cli, cliJson } from './support/cli-run';
 import { expectCode } from './support/expect-code';
@@ -383,6 +384,39 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['create-bad-key'])).to.equal(0);
       await expectCode(importFile(database.ds, 'create-no-into', path, { records: true, check: true, create: true }), 'INVALID_ARGUMENT');
     });
+
+    it('a view of that name is no table: the CREATE TABLE is tried and refused (DATABASE_ERROR), and nothing of the file is written', async () => {
+      const path = file('create-view.csv', 'name,population\nAb,1\nCd,2\n');
+      await database.ds.query('CREATE VIEW towns_view AS SELECT name, population FROM towns');
+      await expectCode(importFile(database.ds, 'create-view', path, { into: 'towns_view', create: true, key: 'name' }), 'DATABASE_ERROR');
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(0);
+      expect(await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ?'), ['create-view'])).to.equal(0);
+    });
+
+    if (DRIVER === 'postgres') {
+      it('a table the user cannot write: the database refuses the first chunk (DATABASE_ERROR), and nothing of the file is written', async () => {
+        const path = file('create-readonly.csv', 'name,population\nAb,1\nCd,2\n');
+        const role = `ck_reader_${process.pid}`;
+        await database.ds.query(`CREATE ROLE ${role} LOGIN`);
+        const options = dataSourceOptionsFromUrl(database.url.replace('//postgres@', `//${role}@`));
+        const reader = new DataSource({ ...options, entities: checkpointEntities });
+        try {
+          await database.ds.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO ${role}`);
+          await database.ds.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO ${role}`);
+          await database.ds.query(`REVOKE INSERT, UPDATE, DELETE ON towns FROM ${role}`);
+          await reader.initialize();
+          await expectCode(importFile(reader, 'create-readonly', path, { into: 'towns', create: true }), 'DATABASE_ERROR');
+          expect(await count(database.ds, 'SELECT COUNT(*) FROM towns')).to.equal(0);
+          expect(
+            await count(database.ds, sql('SELECT COUNT(*) FROM checkpoint_imports WHERE id = ? AND next_index > 0'), ['create-readonly']),
+          ).to.equal(0);
+        } finally {
+          if (reader.isInitialized) await reader.destroy();
+          await database.ds.query(`DROP OWNED BY ${role}`);
+          await database.ds.query(`DROP ROLE ${role}`);
+        }
+      });
+    }
 
     it('without create, a missing table is INVALID_ARGUMENT as before', async () => {
       const path = file('no-create.csv', 'code,qty\na,1\n');

@@ -30,6 +30,8 @@ export interface CreateTableOptions {
    * `utf8mb4_bin`. A collation name (letters, digits, `_`), never a value. Ignored elsewhere.
    */
   textKeyCollation?: string;
+  /** False: plain `CREATE TABLE`, which the database refuses when the name is taken (by a view, say). Default true. */
+  ifNotExists?: boolean;
 }
 
 /** One column definition as a dialect spells it. */
@@ -78,7 +80,7 @@ export function precisionAndScale(column: InferredColumn, maxPrecision: number, 
 }
 
 /**
- * `CREATE TABLE IF NOT EXISTS` (a concurrent creator of the same table is no error), one column a
+ * `CREATE TABLE IF NOT EXISTS` (a concurrent creator of the same table is no error; see `ifNotExists`), one column a
  * line. The key is the PRIMARY KEY when none of its columns saw NULL; otherwise a UNIQUE constraint,
  * which holds the rows whose key is partly NULL as the import's key check does (a NULL part repeats
  * nothing), where a primary key would refuse them.
@@ -88,6 +90,7 @@ export function createTableSql(
   definitions: ColumnDefinition[],
   key: InferredColumn[],
   quote: (identifier: string) => string,
+  options: CreateTableOptions = {},
   tableOptions = '',
 ): string {
   const lines = definitions.map(({ column, type }) => `  ${quote(column.name)} ${type}${column.nullable ? '' : ' NOT NULL'}`);
@@ -95,5 +98,6 @@ export function createTableSql(
     const constraint = key.every((column) => !column.nullable) ? 'PRIMARY KEY' : 'UNIQUE';
     lines.push(`  ${constraint} (${key.map((column) => quote(column.name)).join(', ')})`);
   }
-  return `CREATE TABLE IF NOT EXISTS ${qualifiedTable(table, quote)} (\n${lines.join(',\n')}\n)${tableOptions}`;
+  const create = options.ifNotExists === false ? 'CREATE TABLE' : 'CREATE TABLE IF NOT EXISTS';
+  return `${create} ${qualifiedTable(table, quote)} (\n${lines.join(',\n')}\n)${tableOptions}`;
 }

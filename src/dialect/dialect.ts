@@ -293,6 +293,8 @@ export interface Dialect {
   readonly storable: { floatSpecials: boolean; textHoldsNul: boolean };
   /** The columns of `table` as records mode converts values for them, from the catalogue; null when there is no such table. */
   recordColumns(manager: EntityManager, table: TableRef): Promise<RecordColumn[] | null>;
+  /** True when `table` names a view (records mode's `create` then tries the CREATE TABLE, and the database refuses it). */
+  isView(manager: EntityManager, table: TableRef): Promise<boolean>;
   /**
    * The CREATE TABLE (IF NOT EXISTS) for columns inferred from a file, in this database's own types,
    * identifiers quoted: `recordColumns` reads each back as a kind whose conversion accepts every

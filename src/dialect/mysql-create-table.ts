@@ -137,5 +137,5 @@ export function mysqlCreateTable(
         return { column, type: MYSQL_TYPES[column.kind] };
     }
   });
-  return createTableSql(table, definitions, key, quote, ' DEFAULT CHARACTER SET utf8mb4');
+  return createTableSql(table, definitions, key, quote, options, ' DEFAULT CHARACTER SET utf8mb4');
 }

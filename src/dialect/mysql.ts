@@ -217,6 +217,13 @@ export const mysql: Dialect = {
     };
   },
   storable: { floatSpecials: false, textHoldsNul: true },
+  async isView(manager, table) {
+    const found: unknown[] = await manager.query(
+      `SELECT 1 FROM information_schema.VIEWS WHERE TABLE_SCHEMA = ${table.schema ? '?' : 'DATABASE()'} AND TABLE_NAME = ?`,
+      table.schema ? [table.schema, table.name] : [table.name],
+    );
+    return found.length > 0;
+  },
   async recordColumns(manager, table) {
     const columns: MysqlCatalogueColumn[] = await manager.query(
       `SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType, CHARACTER_MAXIMUM_LENGTH AS length,

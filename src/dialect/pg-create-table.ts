@@ -25,7 +25,7 @@ const PG_TYPES: Record<Exclude<InferredKind, 'numeric'>, string> = {
 const PG_IDENTIFIER_BYTES = 63;
 
 /** PostgreSQL's CREATE TABLE for inferred columns (`Dialect.createTable`); a jsonb or text key is indexable as it is. */
-export function pgCreateTable(table: TableRef, columns: InferredColumn[], primaryKey: string[], _options?: CreateTableOptions): string {
+export function pgCreateTable(table: TableRef, columns: InferredColumn[], primaryKey: string[], options?: CreateTableOptions): string {
   for (const name of [table.name, ...(table.schema === undefined ? [] : [table.schema])]) {
     if (Buffer.byteLength(name) > PG_IDENTIFIER_BYTES)
       throw new InvalidArgumentError(`createTable: "${name}" is longer than PostgreSQL's ${PG_IDENTIFIER_BYTES} bytes for a name.`);
@@ -47,5 +47,5 @@ export function pgCreateTable(table: TableRef, columns: InferredColumn[], primar
     const [precision, scale] = precisionAndScale(column, 1000, 1000);
     return { column, type: `numeric(${precision}, ${scale})` };
   });
-  return createTableSql(table, definitions, key, doubleQuote);
+  return createTableSql(table, definitions, key, doubleQuote, options);
 }

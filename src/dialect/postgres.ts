@@ -205,6 +205,13 @@ export const postgres: Dialect = {
     );
     return columns.length === 0 ? null : columns.map(pgRecordColumn);
   },
+  async isView(manager, table) {
+    const found: unknown[] = await manager.query(
+      'SELECT 1 FROM information_schema.views WHERE table_schema = COALESCE($2, current_schema()) AND table_name = $1',
+      [table.name, table.schema ?? null],
+    );
+    return found.length > 0;
+  },
   createTable: pgCreateTable,
   insertRecords(table, columns, rows, conflict) {
     return this.sql(onConflictRecords(table, columns, rows, conflict));

@@ -24,7 +24,7 @@ const SQLITE_TYPES: Record<Exclude<InferredKind, 'numeric'>, string> = {
 };
 
 /** SQLite's CREATE TABLE for inferred columns (`Dialect.createTable`). */
-export function sqliteCreateTable(table: TableRef, columns: InferredColumn[], primaryKey: string[], _options?: CreateTableOptions): string {
+export function sqliteCreateTable(table: TableRef, columns: InferredColumn[], primaryKey: string[], options?: CreateTableOptions): string {
   const key = keyColumnsOf(columns, primaryKey);
   const definitions = columns.map((column) => {
     if (column.kind !== 'numeric') return { column, type: SQLITE_TYPES[column.kind] };
@@ -32,5 +32,5 @@ export function sqliteCreateTable(table: TableRef, columns: InferredColumn[], pr
     const [precision, scale] = precisionAndScale(column, 1000, 1000);
     return { column, type: `DECIMAL(${precision}, ${scale})` };
   });
-  return createTableSql(table, definitions, key, doubleQuote);
+  return createTableSql(table, definitions, key, doubleQuote, options);
 }

@@ -107,6 +107,12 @@ export const sqlite: Dialect = {
     };
   },
   storable: { floatSpecials: false, textHoldsNul: true },
+  async isView(manager, table) {
+    if (!(await schemaExists(manager, table))) return false;
+    const master = `${table.schema ? `${doubleQuote(table.schema)}.` : ''}sqlite_master`;
+    const found: unknown[] = await manager.query(`SELECT 1 FROM ${master} WHERE type = 'view' AND name = ?`, [table.name]);
+    return found.length > 0;
+  },
   async recordColumns(manager, table) {
     if (!(await schemaExists(manager, table))) return null;
     const columns: { name: string; type: string; notnull: number; dflt_value: string | null; pk: number }[] = await manager.query(

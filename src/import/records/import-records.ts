@@ -38,6 +38,8 @@ import {
 import { type Evaluated, itemGroup, type RecordMap, RecordRows, type RowGroup } from './record-rows';
 import { findTargetTable, type TargetTable, tableToCreate, targetTable } from './target-table';
 import { ColumnInference } from './column-inference';
+import { ErrorSummary, type RowError, type RowErrorGroup } from './error-summary';
+import { checkCreateKey, type Creating, createStatement } from './create-step';
 import { run } from '../../core/run-statement';
 import {
   copiesInOneRoundTrip,
@@ -92,28 +94,6 @@ export interface RecordsOptions {
   durable?: boolean;
 }
 
-/** Invalid rows of one kind as `check` counts them: the same field and reason. */
-export interface RowErrorGroup {
-  /** The field at fault, or null when the whole row is. */
-  field: string | null;
-  /** What is wrong, in words (the same for every row of the group). */
-  reason: string;
-  /** How many rows of the file have it. */
-  rows: number;
-  /** The first of them. */
-  firstIndex: number;
-}
-
-/** One invalid row as `check` reports it. */
-export interface RowError {
-  /** The row's position in the source, from 0. */
-  index: number;
-  /** The field at fault, or null when the whole row is (not an object, a wrong field count, …). */
-  field: string | null;
-  /** What is wrong, in words. */
-  reason: string;
-}
-
 export interface RecordsResult {
   batch: string;
   digest: string;
@@ -163,7 +143,7 @@ interface Plan extends RecordsCall {
   /** A CSV `into` a table without `map` whose records `csvCopyGroups` reads as bytes. */
   bytes: boolean;
   /** `create` of a table that does not exist yet: its name, and the types pass 1 infers for it. */
-  creating: { table: TableRef; inference: ColumnInference } | null;
+  creating: Creating | null;
 }
 
 /** What pass 1 found. */
@@ -220,10 +200,17 @@ function keyOf(key: RecordsOptions['key'], target: TargetTable | null): string[]
 async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan> {
   const dialect = dialectOf(dataSourceOf(call.db));
   const { into } = options;
+  // With `create`, a view of that name is no table to use: a plain CREATE TABLE is tried, and the database's refusal is DATABASE_ERROR.
+  let overView = false;
   const target =
     into === undefined
       ? null
-      : await transact(call.db, (tx) => (options.create === true ? findTargetTable(tx, into) : targetTable(tx, into)));
+      : await transact(call.db, async (tx) => {
+          if (options.create !== true) return targetTable(tx, into);
+          const found = await findTargetTable(tx, into);
+          overView = found !== null && (await dialect.isView(tx, found.table));
+          return overView ? null : found;
+        });
   const key = keyOf(options.key, target);
   const storable = { ...dialect.storable, jsonSource: call.format !== 'csv' };
   const creating =
@@ -231,6 +218,7 @@ async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan>
       ? {
           table: await transact(call.db, async (tx) => tableToCreate(tx, into)),
           inference: new ColumnInference({ jsonSource: storable.jsonSource }),
+          overView,
         }
       : null;
   // The default key is the table's own: a row it leaves NULL (a generated id) repeats nothing, as in the index.
@@ -306,7 +294,7 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal);
   const scan = resumed ? validatedScan(resumed.total) : await scanSource(plan, record);
   if (scan === null) return { ...(await storedState(plan)), stopped: 'signal' };
-  const ddl = plan.creating ? await createStatement(plan) : null;
+  const ddl = plan.creating ? await createStatement(plan.db, plan.creating, plan.key) : null;
   const created = ddl === null ? {} : { created: { ddl } };
   if (plan.check) {
     const { total, skipped, invalid, errors, summary } = scan;
@@ -322,17 +310,6 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   // Pass 2 leaves out the repeats of a key pass 1 found: a resume needs pass 1 again then.
   const written = await writeSource(plan, resumed?.record ?? record, scan, scan.duplicates.length === 0 ? validated : null);
   return { ...written, ...created };
-}
-
-/** The CREATE TABLE statement for what pass 1 inferred; INVALID_ARGUMENT when `key` names a field the file does not have. */
-async function createStatement(plan: Plan): Promise<string> {
-  const { table, inference } = plan.creating!;
-  const columns = inference.columns();
-  const missing = (plan.key ?? []).find((field) => !columns.some((column) => column.name === field));
-  if (missing !== undefined) throw new InvalidArgumentError(`importFile: create: the key field "${missing}" is not a field of the file.`);
-  const dialect = dialectOf(dataSourceOf(plan.db));
-  const textKeyCollation = await transact(plan.db, (tx) => dialect.exactTextCollation(tx.queryRunner!));
-  return dialect.createTable(table, columns, plan.key ?? [], textKeyCollation === undefined ? {} : { textKeyCollation });
 }
 
 /** Everything in the options that changes what pass 1 accepts or how pass 2 converts a row. */
@@ -394,7 +371,7 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
       if (plan.signal?.aborted && !plan.check) return null;
     }
     // A key naming no field of the file is the options' fault (INVALID_ARGUMENT), not the rows'.
-    if (plan.creating) await createStatement(plan);
+    if (plan.creating) checkCreateKey(plan.creating.inference, plan.key);
     const lookup = (indexes: number[]) => keysAt(plan, record, indexes);
     let repeated: number[] = [];
     if (duplicates && !lenient) {
@@ -419,38 +396,6 @@ async function scanSource(plan: Plan, record: SourceRecord): Promise<Scan | null
     return { total, skipped, invalid: allInvalid, duplicates: repeated, errors: errors.slice(0, MAX_ERRORS), summary: summary.groups() };
   } finally {
     await duplicates?.close();
-  }
-}
-
-/** Groups kept at most; rows of further kinds count in one "other reasons" group per field. */
-const MAX_GROUPS = 1000;
-
-/** `check`'s summary: invalid rows counted by field and reason, in bounded memory. */
-class ErrorSummary {
-  private readonly byKind = new Map<string, RowErrorGroup>();
-
-  add(error: RowError): void {
-    let kind = JSON.stringify([error.field, error.reason]);
-    let group = this.byKind.get(kind);
-    if (group === undefined && this.byKind.size >= MAX_GROUPS) {
-      kind = JSON.stringify([error.field, null]);
-      group = this.byKind.get(kind);
-      if (group === undefined) {
-        group = { field: error.field, reason: 'other reasons', rows: 0, firstIndex: error.index };
-        this.byKind.set(kind, group);
-      }
-    }
-    if (group === undefined) {
-      group = { field: error.field, reason: error.reason, rows: 0, firstIndex: error.index };
-      this.byKind.set(kind, group);
-    }
-    group.rows++;
-    if (error.index < group.firstIndex) group.firstIndex = error.index;
-  }
-
-  /** The groups, most rows first (then by first row). */
-  groups(): RowErrorGroup[] {
-    return [...this.byKind.values()].sort((a, b) => b.rows - a.rows || a.firstIndex - b.firstIndex);
   }
 }
 
