@@ -1,14 +1,9 @@
-import { execFile } from 'node:child_process';
 import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { asPostgres, execFileAsync, freePorts, PG_BIN, postgresIds } from './postgres-binaries';
 
-const run = promisify(execFile);
-// Debian's PostgreSQL 15, whatever POSTGRES_URL points at: this server is the suite's own.
-const BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 // Apart from the machine's cluster (5432), the CI leg's PostgreSQL 18 (5450) and replica.ts's range (5460–5490).
 const PORTS = { first: 5500, last: 5549 };
 // A port taken between the check and the server's bind (another suite's cluster): tried again on another one.
@@ -36,41 +31,6 @@ export interface PrivateCluster {
   psql(args: string[]): Promise<string>;
   /** Stops the server at once (`-m immediate`) when it runs, and removes the folder. */
   destroy(): Promise<void>;
-}
-
-/** Runs a PostgreSQL binary as the `postgres` user: the server refuses to run as root. */
-async function asPostgres(binary: string, args: string[]): Promise<string> {
-  try {
-    return (await run('runuser', ['-u', 'postgres', '--', join(BIN, binary), ...args])).stdout;
-  } catch (error) {
-    const { stderr, stdout } = error as { stderr?: string; stdout?: string };
-    throw new Error(`${binary} ${args.join(' ')} failed: ${stderr || stdout || String(error)}`, { cause: error });
-  }
-}
-
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
-
-/** A free port of the range, tried from a random place so that concurrent runs rarely pick the same. */
-async function freePort(): Promise<number> {
-  const size = PORTS.last - PORTS.first + 1;
-  const start = Math.floor(Math.random() * size);
-  for (let i = 0; i < size; i++) {
-    const port = PORTS.first + ((start + i) % size);
-    if (await portIsFree(port)) return port;
-  }
-  throw new Error(`no free port in ${PORTS.first}–${PORTS.last}`);
-}
-
-async function postgresIds(): Promise<{ uid: number; gid: number }> {
-  const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
-  const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
-  return { uid, gid };
 }
 
 /** SIGKILL for a process this module stopped; one that is gone already is fine. */
@@ -134,7 +94,7 @@ export async function startPrivateCluster(settings: Record<string, string | numb
     const conf = Object.entries({ listen_addresses: `'127.0.0.1'`, unix_socket_directories: `'${dir}'`, ...settings });
     appendFileSync(join(data, 'postgresql.conf'), `\n${conf.map(([name, value]) => `${name} = ${value}`).join('\n')}\n`);
     for (let attempt = 1; !running; attempt++) {
-      port = await freePort();
+      port = (await freePorts(PORTS, 1))[0];
       // The last setting of a name wins: a later attempt's port replaces the earlier one's.
       appendFileSync(join(data, 'postgresql.conf'), `port = ${port}\n`);
       rmSync(log, { force: true }); // this attempt's log only
@@ -170,7 +130,7 @@ export async function startPrivateCluster(settings: Record<string, string | numb
     start,
     async psql(args) {
       try {
-        return (await run(join(BIN, 'psql'), ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', url(), ...args])).stdout;
+        return (await execFileAsync(join(PG_BIN, 'psql'), ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', url(), ...args])).stdout;
       } catch (error) {
         const { stderr } = error as { stderr?: string };
         throw new Error(`psql ${args.join(' ')} failed: ${stderr || String(error)}`, { cause: error });

@@ -1,12 +1,8 @@
-import { execFile } from 'node:child_process';
 import { appendFileSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { asPostgres, freePorts, postgresIds } from './postgres-binaries';
 
-const run = promisify(execFile);
-const BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 // Away from the machine's cluster (5432) and the CI leg's PostgreSQL 18 (5450).
 const PORTS = { first: 5460, last: 5490 };
 
@@ -18,43 +14,6 @@ export interface StreamingReplica {
   standbyUrl: string;
   /** Stops both servers at once (`-m immediate`) and removes the folder. */
   destroy(): Promise<void>;
-}
-
-/** Runs a PostgreSQL binary as the `postgres` user: the servers refuse to run as root. */
-async function asPostgres(binary: string, args: string[]): Promise<void> {
-  try {
-    await run('runuser', ['-u', 'postgres', '--', join(BIN, binary), ...args]);
-  } catch (error) {
-    const { stderr, stdout } = error as { stderr?: string; stdout?: string };
-    throw new Error(`${binary} ${args.join(' ')} failed: ${stderr || stdout || String(error)}`, { cause: error });
-  }
-}
-
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
-
-/** Two free ports of the range, tried from a random place so that concurrent runs rarely pick the same. */
-async function freePorts(count: number): Promise<number[]> {
-  const size = PORTS.last - PORTS.first + 1;
-  const start = Math.floor(Math.random() * size);
-  const found: number[] = [];
-  for (let i = 0; i < size && found.length < count; i++) {
-    const port = PORTS.first + ((start + i) % size);
-    if (await portIsFree(port)) found.push(port);
-  }
-  if (found.length < count) throw new Error(`no ${count} free ports in ${PORTS.first}–${PORTS.last}`);
-  return found;
-}
-
-async function postgresIds(): Promise<{ uid: number; gid: number }> {
-  const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
-  const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
-  return { uid, gid };
 }
 
 /**
@@ -77,7 +36,7 @@ export async function startStreamingReplica(): Promise<StreamingReplica> {
     const failed = stops.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
   };
-  const [primaryPort, standbyPort] = await freePorts(2);
+  const [primaryPort, standbyPort] = await freePorts(PORTS, 2);
   try {
     await asPostgres('initdb', ['-D', primary, '-A', 'trust', '-U', 'postgres']);
     appendFileSync(
