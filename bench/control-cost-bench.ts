@@ -12,8 +12,8 @@ import { type BenchResult, result } from './bench-result';
 import { createTables } from './each-batch-bench';
 import { sideBySide } from './timing';
 
-/** The last commit before the control plane (its parent commit added it). */
-const BEFORE = '29251eb0142c61442d0e9b03f1e1cb515181f8fd';
+/** The last commit before the control plane: the commit after it (3b326bb) added it, with the work of three sessions. */
+const BEFORE = '9926d7fc1a79dffb9d1f148186b5fb5497851acc';
 const ROOT = join(__dirname, '..');
 const WORKER = 'bench/workers/batch-copy-worker.ts';
 
