@@ -170,9 +170,10 @@ describe(`OpenTelemetry spans and metrics (${DRIVER})`, function () {
     let firstEnded = 0;
     await eachBatch(db.ds, 'telemetry-deferred-second', pages(4), 1, async (items) => {
       later.push(exported());
-      if (items[0] === 0) firstEnded = Date.now();
+      // Batch 1 begins once batch 0's span has ended (whatever its commit took on a loaded machine).
+      if (items[0] === 1) firstEnded = Date.now();
       // The clock is what this bound is about: batch 2 ends a second after batch 0 did.
-      if (items[0] === 2) await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstEnded + 1_100 - Date.now())));
+      if (items[0] === 2) await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstEnded + 1_050 - Date.now())));
     });
     expect(later).to.deep.equal([[], [], [], [0, 1, 2]]);
   });
