@@ -178,6 +178,18 @@ async function benchDriver(
     const uninterrupted = median(library.map((m) => m.ms as number));
     const resume = `importFile into, resuming the typed CSV ${options.sizeMb} MB at 90 % [${driver}]`;
     results.push(result(resume, resumed.ms as number, 'ms', uninterrupted, (resumed.ms as number) / uninterrupted, { max: 0.2 }, 'ratio'));
+    // Pass 1 alone (check): the default key's repeat check, and --create's type inference, against pass 1 without them.
+    const passOne: Record<'key' | 'no-key' | 'records' | 'create', number[]> = { key: [], 'no-key': [], records: [], create: [] };
+    for (let round = 0; round < Math.max(2, options.repeats); round++) {
+      for (const variant of Object.keys(passOne) as (keyof typeof passOne)[]) {
+        passOne[variant].push((await child([`check-${variant}`, database.url, files.csv, String(CHUNK)], files.rows)).ms as number);
+      }
+    }
+    const [keyed, unkeyed, plain, inferred] = [passOne.key, passOne['no-key'], passOne.records, passOne.create].map(median);
+    const keyRow = `pass 1 (check) of the typed CSV ${options.sizeMb} MB with the default key vs key: false [${driver}]`;
+    results.push(result(keyRow, keyed, 'ms', unkeyed, keyed / unkeyed, { max: 1.25 }, 'ratio'));
+    const createRow = `pass 1 (check) of the typed CSV ${options.sizeMb} MB with --create's inference vs records without a table [${driver}]`;
+    results.push(result(createRow, inferred, 'ms', plain, inferred / plain, { max: 1.1 }, 'ratio'));
     const gz = await child(['into', database.url, files.gz, String(CHUNK)], files.rows);
     if (gz.unavailable !== undefined) results.push(unavailable(rssGz, 'MB', null, { max: RSS_LIMIT_MB }, 'value'));
     else results.push(result(rssGz, gz.maxRssMb, 'MB', null, null, { max: RSS_LIMIT_MB }, 'value'));

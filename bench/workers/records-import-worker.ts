@@ -3,6 +3,8 @@
 // { unavailable } when importFile refuses records mode (a build without `into`).
 //   into <database url> <file> <size>            importFile(…, { into: 'bench_typed', size })
 //   resume <database url> <file> <size>          the same, stopped at 90 %; the resume that finishes it is timed
+//   check-<variant> <database url> <file> <size>  pass 1 alone (check: true): key (the table's key by default),
+//                                                 no-key (key: false), records (no table), create (a new table's types inferred)
 //   typeorm <database url> <csv> <size> <limit>  what a TypeORM user writes: repository.insert of `size` entities per transaction
 //   sqlite-raw <sqlite file> <csv> <size>        better-sqlite3 prepared INSERT per row, one transaction per `size` rows
 import 'reflect-metadata';
@@ -121,6 +123,28 @@ async function resumedImport(): Promise<Record<string, unknown>> {
   }
 }
 
+/** Pass 1 alone (`check: true`), with what the variant adds to it; nothing is written. */
+function checkOnly(variant: 'key' | 'no-key' | 'records' | 'create'): () => Promise<Record<string, unknown>> {
+  const options = {
+    key: { into: 'bench_typed' },
+    'no-key': { into: 'bench_typed', key: false as const },
+    records: { records: true },
+    create: { into: 'bench_created', create: true },
+  }[variant];
+  return async () => {
+    const dataSource = await openDataSource();
+    try {
+      const started = performance.now();
+      const outcome = await importFile(dataSource, `check-${variant}`, path, { ...options, check: true, size });
+      const ms = performance.now() - started;
+      if (outcome.invalid !== 0) throw new Error(`check-${variant}: ${outcome.invalid} invalid rows`);
+      return { rows: outcome.rows, ms };
+    } finally {
+      await dataSource.destroy();
+    }
+  };
+}
+
 async function typeormInsert(): Promise<Record<string, unknown>> {
   const dataSource = await openDataSource([BenchTypedSchema]);
   try {
@@ -171,7 +195,16 @@ async function rawSqlite(): Promise<Record<string, unknown>> {
 }
 
 async function main(): Promise<void> {
-  const run = { into: libraryImport, resume: resumedImport, typeorm: typeormInsert, 'sqlite-raw': rawSqlite }[mode];
+  const run = {
+    into: libraryImport,
+    resume: resumedImport,
+    typeorm: typeormInsert,
+    'sqlite-raw': rawSqlite,
+    'check-key': checkOnly('key'),
+    'check-no-key': checkOnly('no-key'),
+    'check-records': checkOnly('records'),
+    'check-create': checkOnly('create'),
+  }[mode];
   if (!run) throw new Error(`unknown mode ${mode}`);
   const measured = await run();
   console.log(JSON.stringify({ ...measured, maxRssMb: process.resourceUsage().maxRSS / 1024 }));
