@@ -32,7 +32,7 @@ async function analyze(ds: DataSource, table: string): Promise<void> {
 }
 
 /** Statements that estimate a source's rows, as each dialect writes them. */
-const isEstimate = (text: string) => /^EXPLAIN|SUM\(matched\)/.test(text.trim());
+const isEstimate = (text: string) => /^EXPLAIN|SUM\(matched\)|COUNT\(\*\) AS exact/.test(text.trim());
 
 /** An in-memory source over 1..n (cursor: the last number), with a total of its own. */
 function counting(n: number, total: number | null): Source<number> {
