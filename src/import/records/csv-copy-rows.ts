@@ -28,6 +28,7 @@ export async function* csvCopyGroups(
   target: TargetTable,
   storable: StorableValues,
   withValues = false,
+  withKeys = true,
 ): AsyncGenerator<RowGroup> {
   let header: string[] | null = csv.columns ?? null;
   let index = 0;
@@ -58,7 +59,7 @@ export async function* csvCopyGroups(
       header = csvHeader(group.record(0).map((name) => ((nulls === null ? name === '' : nulls.has(name)) ? null : name)));
       from = 1;
     }
-    fields ??= new CsvFieldRows(header, rows, target, storable, nulls, withValues);
+    fields ??= new CsvFieldRows(header, rows, target, storable, nulls, withValues, withKeys);
     if (from < group.count) {
       yield fields.group(group, from, index);
       index += group.count - from;
@@ -182,6 +183,8 @@ class CsvFieldRows {
   private readonly missing: RecordColumn | undefined;
   /** Rows have a key (`key`), made of kept values. */
   private readonly hasKey: boolean;
+  /** Without `withValues`: the one array each row's key values are read into (only the key leaves the row). */
+  private readonly keyValues: ColumnValue[];
   /** The null texts as bytes; null for the default, the empty field. */
   private readonly nullBytes: Buffer[] | null;
   /** Every column the fields fill has a binary COPY form. */
@@ -199,6 +202,8 @@ class CsvFieldRows {
     nulls: NullTexts,
     /** Valid rows get their values too (to bind, where there is no COPY). */
     private readonly withValues: boolean,
+    /** Valid rows get their key (pass 1 checks it; pass 2 leaves out the repeats pass 1 found, by index). */
+    withKeys: boolean,
   ) {
     // The byte path reads unquoted fields only (a quote hands the rest over to `csvRecords`).
     this.nullBytes = nulls === null ? null : [...nulls].map((text) => Buffer.from(text));
@@ -226,7 +231,8 @@ class CsvFieldRows {
       });
     }
     this.binary = this.plans.every((plan) => plan.wire !== null);
-    this.hasKey = rows.keyColumnNames() !== null;
+    this.hasKey = withKeys && rows.keyColumnNames() !== null;
+    this.keyValues = this.hasKey && !withValues ? new Array<ColumnValue>(target.columns.length) : NO_VALUES;
     this.missing = target.columns.find((column, at) => !this.columns.includes(at) && !column.nullable && !column.hasDefault);
   }
 
@@ -254,7 +260,8 @@ class CsvFieldRows {
     const mark = copy === null ? 0 : copy.byteLength;
     // Values are kept to bind them and for the key; a COPY chunk's rows go without (`valuesOf` reads
     // them again for naming a row whose key exists: no array per row of the bulk).
-    const values = this.withValues || this.hasKey ? new Array<ColumnValue>(this.target.columns.length) : NO_VALUES;
+    // Every valid row writes its key columns' slots, so the shared array never lends a key from the row before.
+    const values = this.withValues ? new Array<ColumnValue>(this.target.columns.length) : this.keyValues;
     const plans = this.plans;
     // The text checks write COPY text; binary fields are written after them, from what they read.
     const binary = copy instanceof CopyBinary ? copy : null;

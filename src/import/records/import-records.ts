@@ -257,10 +257,10 @@ async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan>
  * The source's rows in groups. A CSV `into` a table is read as bytes (`csvCopyGroups`), its valid
  * rows with their values only when asked for (their key's always).
  */
-async function* sourceGroups(plan: Plan, blocks: AsyncIterable<Buffer>, values: boolean): AsyncGenerator<RowGroup> {
+async function* sourceGroups(plan: Plan, blocks: AsyncIterable<Buffer>, values: boolean, keys = true): AsyncGenerator<RowGroup> {
   const input = decoded(blocks, plan.gzip);
   if (plan.bytes) {
-    yield* csvCopyGroups(input, plan.csv, plan.nulls, plan.rows, plan.target!, plan.storable, values);
+    yield* csvCopyGroups(input, plan.csv, plan.nulls, plan.rows, plan.target!, plan.storable, values, keys);
     return;
   }
   for await (const items of readRecords(plan.format, input, plan.csv, plan.nulls)) yield itemGroup(items, plan.rows);
@@ -529,7 +529,8 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan, validat
   const ended = await pipeline.run(
     async () => {
       const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (pipeline.bytes = read) });
-      for await (const group of unchanged(sourceGroups(plan, blocks, !copies), batch, record)) {
+      // Pass 1 found the repeated keys: pass 2 needs no key of its own.
+      for await (const group of unchanged(sourceGroups(plan, blocks, !copies, false), batch, record)) {
         if (copies) copying ??= group.binary === true ? new CopyBinary(depth) : new CopyText(depth);
         for (let r = 0; r < group.length; r++) {
           const index = group.index(r);

@@ -120,9 +120,17 @@ export class RecordRows {
 
   /** The key of a row's converted values (null without `key`). */
   keyOf(values: ColumnValue[]): string | null {
-    if (!this.keyColumns) return null;
-    if (this.nullsDistinct && this.keyColumns.some((at) => values[at] === undefined || values[at] === null)) return null;
-    return JSON.stringify(this.keyColumns.map((at) => values[at] ?? null));
+    const keyColumns = this.keyColumns;
+    if (!keyColumns) return null;
+    if (keyColumns.length === 1) {
+      // The same text as below without an array per row: a number's or a string's JSON in brackets.
+      const value = values[keyColumns[0]];
+      if (value === undefined || value === null) return this.nullsDistinct ? null : '[null]';
+      if (typeof value === 'number' && Number.isFinite(value)) return `[${value}]`;
+      if (typeof value === 'string') return `[${JSON.stringify(value)}]`;
+    }
+    if (this.nullsDistinct && keyColumns.some((at) => values[at] === undefined || values[at] === null)) return null;
+    return JSON.stringify(keyColumns.map((at) => values[at] ?? null));
   }
 
   /** Records mode without `into`: the record as the handler gets it (numbers as JavaScript numbers). */
