@@ -490,6 +490,26 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       await expectRowsOnce('p-begun');
     });
 
+    if (DRIVER !== 'mysql') {
+      it("a range's last batch begun after the pause is refused too: stopped, no error, and the rerun after resume finishes the job", async () => {
+        const source = await sqlSource(db.ds, 'ctl_psrc', 'id');
+        // Two full pages, then the empty page that finishes the range: the pause lands before that one.
+        const first = await eachPartition(db.ds, 'p-begun-last', source, PARTITION_ROWS / 2, copyRows('p-begun-last'), {
+          partitions: 1,
+          throttle: async (info) => {
+            if (info.batches === 2) expect(await pause(db.ds, 'p-begun-last')).to.equal(true);
+            return 0;
+          },
+        });
+        expect(first).to.include({ stopped: 'paused', done: false, batches: 2, items: PARTITION_ROWS });
+        expect((await listPartitions(db.ds, 'p-begun-last')).map((range) => range.status)).to.deep.equal(['pending']);
+        expect(await resume(db.ds, 'p-begun-last')).to.equal(true);
+        const rest = await eachPartition(db.ds, 'p-begun-last', source, PARTITION_ROWS / 2, copyRows('p-begun-last'));
+        expect(rest).to.include({ done: true, items: 0 });
+        await expectRowsOnce('p-begun-last');
+      });
+    }
+
     it('stops on a cancel; calls on the cancelled job return at once, even with whilePaused: wait or wait: true', async () => {
       const source = await sqlSource(db.ds, 'ctl_psrc', 'id');
       let cancelling: Promise<boolean> | undefined;

@@ -335,20 +335,25 @@ export async function eachPartition<T>(
           .traced('batch', { job: name, range: index, index: batchIndex }, async (batchSpan) => {
             try {
               let ran: Awaited<ReturnType<typeof batch>> | Awaited<ReturnType<typeof refused>>;
-              if (batchLane) {
-                const outcome = await batchLane.transact(
-                  db,
-                  (tx) => batch(tx, true),
-                  (done) => (done.change ? [commitRangeAtCommit(dialect, name, index, token, done.change)] : []),
-                  `committing a range of job "${name}"`,
-                );
-                if (!outcome.held) ran = await refused();
-                else ran = outcome.flagged ? { ...outcome.result, paused: true } : outcome.result;
-              } else {
-                ran = await transact(db, (tx) => batch(tx, false)).catch((error: unknown) => {
-                  if (error instanceof BatchRefused) return refused();
+              // A batch refused inside its transaction (rolled back) or by its final statement: see `refused`.
+              const unlessRefused = <R>(running: Promise<R>): Promise<R | null> =>
+                running.catch((error: unknown) => {
+                  if (error instanceof BatchRefused) return null;
                   throw error;
                 });
+              if (batchLane) {
+                const outcome = await unlessRefused(
+                  batchLane.transact(
+                    db,
+                    (tx) => batch(tx, true),
+                    (done) => (done.change ? [commitRangeAtCommit(dialect, name, index, token, done.change)] : []),
+                    `committing a range of job "${name}"`,
+                  ),
+                );
+                if (outcome === null || !outcome.held) ran = await refused();
+                else ran = outcome.flagged ? { ...outcome.result, paused: true } : outcome.result;
+              } else {
+                ran = (await unlessRefused(transact(db, (tx) => batch(tx, false)))) ?? (await refused());
               }
               if (ran.items > 0) batchSpan.committed(ran.items, true);
               return ran;
