@@ -1,5 +1,5 @@
 import { DatabaseClaimStore } from '../claims/database-claim-store';
-import { containsPattern, keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
+import { keysetPage, type PageContext, read, toNullableNumber, toNumber } from './dashboard-sql';
 import { Conditions, type ListFilters, listFilters } from './list-query';
 import { type Html, html } from './html';
 import {
@@ -19,6 +19,7 @@ import { searchForm } from './jobs-page';
 import { loadPausedTypes } from './control-page';
 import { type Throughput, throughputChart } from './throughput-chart';
 import { loadThroughput } from './throughput-sql';
+import { urlSearch } from './url-search';
 
 export const FILE_STATUSES = ['all', 'pending', 'processing', 'completed', 'failed', 'dead'] as const;
 export type FileTab = (typeof FILE_STATUSES)[number];
@@ -206,10 +207,8 @@ export async function loadFiles(ctx: PageContext, query: URLSearchParams): Promi
   if (filters.q !== '' && (await searchesUrlsTable(ctx))) {
     // PostgreSQL (migration 1765238400000): the URLs' trigram index is on the table of URLs,
     // written once per file, so that claims and completions add no entries to it.
-    conditions.add(
-      `${q('url_hash')} IN (SELECT ${q('url_hash')} FROM ${q(URLS_TABLE)} WHERE ${q('file_url')} LIKE ? ESCAPE '!')`,
-      containsPattern(filters.q),
-    );
+    const [search, parameters] = await urlSearch(ctx, URLS_TABLE, filters.q);
+    conditions.add(`${q('url_hash')} IN (SELECT ${q('url_hash')} FROM ${q(URLS_TABLE)} WHERE ${search})`, ...parameters);
     conditions.searchAndAfter(ctx, 'file_url', 'url_hash', { q: '', after: filters.after });
   } else if (filters.q !== '') {
     // Elsewhere the search reads file_checkpoints itself. Walking the key to the first matches
