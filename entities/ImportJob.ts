@@ -60,4 +60,11 @@ export class ImportJob {
    */
   @Column({ name: 'validated_options', type: 'varchar', length: 64, nullable: true })
   validatedOptions!: string | null;
+
+  /**
+   * The byte offset in the file of the next source row, committed with each chunk; null where the
+   * reader does not know it (see docs/imports.md, "What a resume costs").
+   */
+  @Column({ name: 'next_offset', type: 'bigint', nullable: true, transformer: bigintNumber })
+  nextOffset!: number | null;
 }

@@ -15,6 +15,7 @@ import { JobTotals1765584000000 } from './1765584000000-JobTotals';
 import { Leases1765670400000 } from './1765670400000-Leases';
 import { ThrottledUntil1765756800000 } from './1765756800000-ThrottledUntil';
 import { ImportResume1765843200000 } from './1765843200000-ImportResume';
+import { ImportOffset1765929600000 } from './1765929600000-ImportOffset';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -35,4 +36,5 @@ export const checkpointMigrations = [
   Leases1765670400000,
   ThrottledUntil1765756800000,
   ImportResume1765843200000,
+  ImportOffset1765929600000,
 ];

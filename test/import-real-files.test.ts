@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -262,6 +263,54 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       const resumed = await importFile(database.ds, 'resume-repeats', repeats, { into: 'towns', map, size: 10, invalid: 'skip' });
       expect(resumed).to.include({ done: true, invalid: 1 });
       expect(calls).to.equal(101 + 71);
+    });
+
+    it('a plain CSV resumes at the byte offset its checkpoint keeps: the blocks before it are read once, by the digest', async () => {
+      await database.ds.query('DELETE FROM visits');
+      const total = 60_000;
+      const lines = Array.from({ length: total }, (_, i) => `${i},place-${i}\r\n`);
+      // A BOM and CRLF line breaks: the offset counts every byte of the file.
+      const path = file('resume-offset.csv', `\uFEFFid,place\r\n${lines.join('')}`);
+      const stop = new AbortController();
+      const first = await importFile(database.ds, 'resume-offset', path, {
+        into: 'visits',
+        size: 1000,
+        signal: stop.signal,
+        onProgress: (progress) => progress.batches >= 40 && stop.abort(),
+      });
+      expect(first).to.include({ done: false, stopped: 'signal' });
+      const [row] = (await database.ds.query(sql('SELECT next_index, next_offset FROM checkpoint_imports WHERE id = ?'), [
+        'resume-offset',
+      ])) as { next_index: number | string; next_offset: number | string }[];
+      const next = Number(row.next_index);
+      const offset = 3 + Buffer.byteLength('id,place\r\n') + Buffer.byteLength(lines.slice(0, next).join(''));
+      expect(Number(row.next_offset)).to.equal(offset);
+
+      // Every block the resume reads, by its position in the file (the digest pass reads each once).
+      const reads = new Map<number, number>();
+      const handle = await open(path, 'r');
+      const prototype = Object.getPrototypeOf(handle) as { read: (...args: unknown[]) => Promise<unknown> };
+      await handle.close();
+      const read = prototype.read;
+      prototype.read = function (this: unknown, ...args: unknown[]) {
+        const position = Number(args[3]);
+        reads.set(position, (reads.get(position) ?? 0) + 1);
+        return read.apply(this, args);
+      };
+      let resumed;
+      try {
+        resumed = await importFile(database.ds, 'resume-offset', path, { into: 'visits', size: 1000 });
+      } finally {
+        prototype.read = read;
+      }
+      expect(resumed).to.include({ done: true, rows: total - next });
+      // Besides the digest, only the header's reading (with its read-ahead) looks at the start.
+      const block = 64 * 1024;
+      const twice = [...reads].filter(([position, n]) => n > 1 && position >= 3 * block && position + block <= offset);
+      expect(Math.floor(offset / block)).to.be.at.least(10);
+      expect(twice).to.deep.equal([]);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM visits')).to.equal(total);
+      expect(await count(database.ds, 'SELECT COUNT(DISTINCT id) FROM visits')).to.equal(total);
     });
 
     it('another file under the same batch is still FINGERPRINT_MISMATCH, found by the digest alone', async () => {

@@ -27,11 +27,21 @@ export class CsvSpans {
   ends = new Int32Array(4096);
   /** Fields stored, those of an unfinished record included. */
   fields = 0;
+  /** Where record `r` ends in `bytes`, its line break included: the next record's start. */
+  recordEnds = new Int32Array(1024);
+  /** The input's byte offset of `bytes[0]` (a BOM counted); −1 where it is not known. */
+  base = -1;
 
-  reset(bytes: Buffer): void {
+  reset(bytes: Buffer, base = -1): void {
     this.bytes = bytes;
     this.count = 0;
     this.fields = 0;
+    this.base = base;
+  }
+
+  /** The input's byte offset where the record after `record` starts, or null where not known. */
+  endOffset(record: number): number | null {
+    return this.base < 0 ? null : this.base + this.recordEnds[record];
   }
 
   addField(start: number, end: number): void {
@@ -43,9 +53,13 @@ export class CsvSpans {
     this.ends[this.fields++] = end;
   }
 
-  /** Ends the record whose fields were added since the last one ended. */
-  endRecord(): void {
-    if (this.count + 2 > this.fieldsAt.length) this.fieldsAt = grown(this.fieldsAt);
+  /** Ends the record whose fields were added since the last one ended, its line break ending before `end`. */
+  endRecord(end = 0): void {
+    if (this.count + 2 > this.fieldsAt.length) {
+      this.fieldsAt = grown(this.fieldsAt);
+      this.recordEnds = grown(this.recordEnds);
+    }
+    this.recordEnds[this.count] = end;
     this.fieldsAt[++this.count] = this.fields;
   }
 
@@ -144,26 +158,38 @@ export type CsvRest<T> = (
 export async function* csvSpansThen<T>(
   blocks: AsyncIterable<Buffer>,
   rest: CsvRest<T>,
-  options: { utf8?: boolean } = {},
+  options: { utf8?: boolean; from?: CsvPosition } = {},
 ): AsyncGenerator<CsvSpans | T> {
   const iterator = blocks[Symbol.asyncIterator]();
   try {
-    yield* scan(iterator, rest, options.utf8 === true);
+    yield* scan(iterator, rest, options.utf8 === true, options.from);
   } finally {
     // However the reading ends, the source is closed (its file handle released).
     await iterator.return?.();
   }
 }
 
-async function* scan<T>(iterator: AsyncIterator<Buffer>, rest: CsvRest<T>, utf8: boolean): AsyncGenerator<CsvSpans | T> {
-  let delimiter: RecordDelimiter | null = null;
+/** Where a reader starts in the middle of a CSV input: the byte offset of a record's start, and the record delimiter. */
+export interface CsvPosition {
+  offset: number;
+  delimiter: RecordDelimiter | null;
+}
+
+async function* scan<T>(
+  iterator: AsyncIterator<Buffer>,
+  rest: CsvRest<T>,
+  utf8: boolean,
+  from?: CsvPosition,
+): AsyncGenerator<CsvSpans | T> {
+  let delimiter: RecordDelimiter | null = from?.delimiter ?? null;
   // The unfinished record and the block after it, copied into a buffer of our own: the source may
   // refill its block buffer once asked for the next one.
   let work = Buffer.allocUnsafe(0);
   let pending = 0;
   // Bytes of the input (after a BOM) before the work buffer's first one.
-  let passed = 0;
-  let bomChecked = false;
+  let passed = from?.offset ?? 0;
+  let bom = 0;
+  let bomChecked = from !== undefined;
   const spans = new CsvSpans();
 
   for (;;) {
@@ -184,11 +210,14 @@ async function* scan<T>(iterator: AsyncIterator<Buffer>, rest: CsvRest<T>, utf8:
         pending = buffer.length;
         continue;
       }
-      if (buffer.subarray(0, BOM.length).equals(BOM)) buffer = buffer.subarray(BOM.length);
+      if (buffer.subarray(0, BOM.length).equals(BOM)) {
+        buffer = buffer.subarray(BOM.length);
+        bom = BOM.length;
+      }
       bomChecked = true;
     }
 
-    const split = splitRecords(buffer, spans, end, delimiter);
+    const split = splitRecords(buffer, spans, end, delimiter, bom + passed);
     const { start, field, quoted } = split;
     delimiter = split.delimiter;
     const length = buffer.length;
@@ -207,7 +236,7 @@ async function* scan<T>(iterator: AsyncIterator<Buffer>, rest: CsvRest<T>, utf8:
       // The last record needs no line break after it.
       if (length > start) {
         spans.addField(field, length);
-        spans.endRecord();
+        spans.endRecord(length);
       }
       if (spans.count > 0) yield spans;
       return;
@@ -235,9 +264,9 @@ interface Split {
  * The complete records of `buffer` up to the first quote, added to `spans` (reset to it). A plain
  * function, not part of the generator: V8 optimises its loop over the bytes far better there.
  */
-function splitRecords(buffer: Buffer, spans: CsvSpans, end: boolean, found: RecordDelimiter | null): Split {
+function splitRecords(buffer: Buffer, spans: CsvSpans, end: boolean, found: RecordDelimiter | null, base: number): Split {
   let delimiter = found;
-  spans.reset(buffer);
+  spans.reset(buffer, base);
   let start = 0; // first byte of the record being read
   let field = 0; // first byte of the field being read
   let quoted = false;
@@ -270,7 +299,7 @@ function splitRecords(buffer: Buffer, spans: CsvSpans, end: boolean, found: Reco
     if (width === 0) continue; // a line break that is not the record delimiter is data
     if (at > start) {
       spans.addField(field, at);
-      spans.endRecord();
+      spans.endRecord(at + width);
     } // else: an empty line, skipped
     at += width - 1;
     start = at + 1;

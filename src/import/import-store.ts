@@ -35,6 +35,8 @@ export interface ImportRow {
   throttled_ms: number | string;
   /** The options hash of the pass 1 that validated the file (see `ImportResume1765843200000`). */
   validated_options: string | null;
+  /** The byte offset of the next source row in the file, where the reader knew it (see `ImportOffset1765929600000`). */
+  next_offset: number | string | null;
 }
 
 /** What one committed chunk adds to its batch's counts: rows written and rows `map` skipped. */
@@ -43,6 +45,8 @@ export interface ChunkCounts {
   skipped: number;
   /** Chunks the advance commits (default 1): several when pass 2's first rows load during pass 1. */
   chunks?: number;
+  /** The byte offset in the file of the row after the chunk; null (the default) where the reader does not know it. */
+  nextOffset?: number | null;
 }
 
 /** The counts of a batch that starts (again) from row 0. */
@@ -156,7 +160,13 @@ export async function advanceImport(
  * extra round trip). NULL counts (a batch from before they were kept) stay NULL.
  */
 function chunkCountAssignments(q: (column: string) => string): string {
-  return ['written_rows', 'skipped_rows', 'chunks'].map((column) => `${q(column)} = ${q(column)} + ?`).join(', ');
+  const counts = ['written_rows', 'skipped_rows', 'chunks'].map((column) => `${q(column)} = ${q(column)} + ?`);
+  return [...counts, `${q('next_offset')} = ?`].join(', ');
+}
+
+/** The parameters of `chunkCountAssignments`. */
+function chunkCountParameters(counts: ChunkCounts): (number | null)[] {
+  return [counts.rows, counts.skipped, counts.chunks ?? 1, counts.nextOffset ?? null];
 }
 
 /** The statement of `advanceImport`. */
@@ -175,7 +185,7 @@ function advanceStatement(
       `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} ` +
         `WHERE ${q('id')} = ? AND ${q('next_index')} = ? AND ${q('digest')} = ? AND ${activeCondition(dialect)}`,
     ),
-    parameters: [next, Date.now(), counts.rows, counts.skipped, counts.chunks ?? 1, batch, start, digest],
+    parameters: [next, Date.now(), ...chunkCountParameters(counts), batch, start, digest],
   };
 }
 
@@ -188,7 +198,7 @@ export async function countedAdvance(tx: EntityManager, batch: string, next: num
     dialect.sql(
       `UPDATE ${q(IMPORTS)} SET ${q('next_index')} = ?, ${q('updated_at')} = ?, ${chunkCountAssignments(q)} WHERE ${q('id')} = ?`,
     ),
-    [next, Date.now(), counts.rows, counts.skipped, counts.chunks ?? 1, batch],
+    [next, Date.now(), ...chunkCountParameters(counts), batch],
     `updating import "${batch}"`,
   );
 }

@@ -17,6 +17,14 @@ export async function replaceImport(db: Db, batch: string, digest: string): Prom
     await deleteItems(tx, batch);
     await deleteRejects(tx, batch);
     // A fresh start: a cancelled or paused batch runs again.
-    await updateImport(tx, batch, { digest, next_index: 0, total_rows: null, ...freshCounts(), state: 'active', throttled_ms: 0 });
+    await updateImport(tx, batch, {
+      digest,
+      next_index: 0,
+      next_offset: null,
+      total_rows: null,
+      ...freshCounts(),
+      state: 'active',
+      throttled_ms: 0,
+    });
   });
 }

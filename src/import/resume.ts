@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import { type Db, transact } from '../core/transaction';
 import { readImport } from './import-store';
-import { newSourceRecord, recordedBlocks, type SourceRecord } from './source-blocks';
+import { BLOCK_SIZE, DigestList, newSourceRecord, recordedBlocks, type SourceRecord } from './source-blocks';
 
 /**
  * A resume that costs only what is left: a batch whose file pass 1 validated keeps the hash of
  * the options it was validated with (`validated_options`). When an import of the same file with
  * the same options resumes it, pass 1 is only the file's SHA-256 (its blocks' digests kept, so
- * pass 2 still checks every block it reads), and pass 2 goes on from the checkpoint.
+ * pass 2 still checks every block it reads), and pass 2 goes on from the checkpoint: from its
+ * byte offset (`next_offset`) where the reader can start there, else from the file's start.
  */
 
 /** SHA-256 hex of everything in an import's options that changes validation or conversion (stable JSON). */
@@ -32,6 +33,8 @@ function stableJson(value: unknown): string {
 export interface ValidatedResume {
   record: SourceRecord;
   total: number;
+  /** Where pass 2 may start reading: the checkpoint's row and its byte offset (blocks from there on are digested on their own); null to read from the start. */
+  seek: { index: number; offset: number } | null;
 }
 
 /**
@@ -45,15 +48,21 @@ export async function validatedResume(
   path: string,
   hash: string,
   signal: AbortSignal | undefined,
+  seekable = false,
 ): Promise<ValidatedResume | null> {
   const stored = await transact(db, (tx) => readImport(tx, batch));
   if (stored?.validated_options !== hash || stored.total_rows === null) return null;
   const total = Number(stored.total_rows);
   const record = newSourceRecord();
+  // A reader that can start in the middle (`seekable`: a plain file read as bytes) starts at the checkpoint's offset.
+  const index = Number(stored.next_index);
+  const offset = stored.next_offset === null || stored.next_offset === undefined ? null : Number(stored.next_offset);
+  const seek = seekable && index > 0 && offset !== null && offset > 0 ? { index, offset } : null;
+  if (seek) record.seek = { from: Math.floor(seek.offset / BLOCK_SIZE), digests: new DigestList() };
   // Reads every block (the same fixed blocks as pass 2), digesting as it goes; no row is parsed.
   for await (const block of recordedBlocks(path, record, true)) {
     void block;
     if (signal?.aborted) return null;
   }
-  return record.digest === stored.digest ? { record, total } : null;
+  return record.digest === stored.digest ? { record, total, seek } : null;
 }

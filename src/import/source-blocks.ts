@@ -29,6 +29,11 @@ export class DigestList {
 /** What pass 1 learnt about the file's bytes: the running SHA-256 after each block, and the total. */
 export interface SourceRecord {
   blockDigests: DigestList;
+  /**
+   * For a pass 2 that starts in the middle of the file: each block's own SHA-256 from block `from`
+   * on (a running digest cannot be checked from the middle). Null when pass 2 reads from the start.
+   */
+  seek: { from: number; digests: DigestList } | null;
   digest: string;
   bytes: number;
   /** Set once pass 1 stopped reading (at the end of the file, or earlier on an error or a stop). */
@@ -64,7 +69,7 @@ async function blockRecorded(record: SourceRecord, index: number): Promise<boole
  * the current one. With `reuseBuffer`, for a consumer done with a block before it asks for the
  * next (a hash), two buffers take turns: no allocation per block.
  */
-export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuffer = false): AsyncGenerator<Buffer> {
+export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuffer = false, start = 0): AsyncGenerator<Buffer> {
   let handle: FileHandle;
   try {
     handle = await open(path, 'r');
@@ -89,9 +94,9 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
   };
   let turn = 0;
   let block = buffers ? buffers[0] : Buffer.allocUnsafe(blockSize);
-  let reading: Promise<number> | null = fill(block, 0);
+  let reading: Promise<number> | null = fill(block, start);
   try {
-    for (let position = 0; reading;) {
+    for (let position = start; reading;) {
       const filled = await reading;
       const current = block;
       position += filled;
@@ -116,9 +121,11 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
  */
 export async function* recordedBlocks(path: string, record: SourceRecord, reuseBuffer = false): AsyncGenerator<Buffer> {
   const hash = createHash('sha256');
+  const seek = record.seek;
   try {
     for await (const block of fileBlocks(path, BLOCK_SIZE, reuseBuffer)) {
       hash.update(block);
+      if (seek !== null && record.blockDigests.length >= seek.from) seek.digests.push(createHash('sha256').update(block).digest());
       record.blockDigests.push(hash.copy().digest());
       record.bytes += block.length;
       if (record.waiters.length > 0) wake(record);
@@ -140,8 +147,12 @@ export async function* verifiedBlocks(
   path: string,
   record: SourceRecord,
   batch: string,
-  options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean; reuseBuffer?: boolean; follow?: boolean } = {},
+  options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean; reuseBuffer?: boolean; follow?: boolean; at?: number } = {},
 ): AsyncGenerator<Buffer> {
+  if (options.at !== undefined) {
+    yield* blocksFrom(path, record, batch, options.at, options);
+    return;
+  }
   const hash: Hash = createHash('sha256');
   let count = 0;
   let bytes = 0;
@@ -158,6 +169,33 @@ export async function* verifiedBlocks(
   if (count !== record.blockDigests.length) throw changedDuringImport(batch, record);
 }
 
+/**
+ * `verifiedBlocks` from byte `at` on (in a block whose own digest pass 1 recorded, see
+ * `SourceRecord.seek`): each block is checked against its own digest, and `onBytes` gets the
+ * offset reached in the file.
+ */
+async function* blocksFrom(
+  path: string,
+  record: SourceRecord,
+  batch: string,
+  at: number,
+  options: { onBytes?: (bytes: number) => void; reuseBuffer?: boolean },
+): AsyncGenerator<Buffer> {
+  const seek = record.seek;
+  const first = Math.floor(at / BLOCK_SIZE);
+  if (seek === null || seek.from !== first) throw new Error(`No block digests recorded from block ${first}.`);
+  let count = 0;
+  let position = first * BLOCK_SIZE;
+  for await (const block of fileBlocks(path, BLOCK_SIZE, options.reuseBuffer, position)) {
+    if (!seek.digests.equals(count++, createHash('sha256').update(block).digest())) throw changedDuringImport(batch, record);
+    const skip = Math.max(0, at - position);
+    position += block.length;
+    options.onBytes?.(position);
+    if (skip < block.length) yield skip === 0 ? block : block.subarray(skip);
+  }
+  if (count !== seek.digests.length) throw changedDuringImport(batch, record);
+}
+
 function changedDuringImport(batch: string, record: SourceRecord): FingerprintMismatchError {
   return new FingerprintMismatchError(
     `The file of import "${batch}" changed while it was being imported (it had digest ${record.digest} when validated); ` +
@@ -166,5 +204,5 @@ function changedDuringImport(batch: string, record: SourceRecord): FingerprintMi
 }
 
 export function newSourceRecord(): SourceRecord {
-  return { blockDigests: new DigestList(), digest: '', bytes: 0, ended: false, waiters: [] };
+  return { blockDigests: new DigestList(), seek: null, digest: '', bytes: 0, ended: false, waiters: [] };
 }

@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../../core/errors';
 import { binaryWire, CopyBinary, type CopyText, type RecordColumn, type WireType } from '../../dialect';
-import { CsvSpans, csvSpansThen, type RecordDelimiter } from '../csv-records';
+import { type CsvPosition, CsvSpans, csvSpansThen, type RecordDelimiter } from '../csv-records';
 import { type ColumnValue, convertValue, type StorableValues } from './column-values';
 import { type CsvOptions, csvHeader, csvRecords, type NullTexts } from './record-readers';
 import { itemGroup, type RecordRows, type RowGroup } from './record-rows';
@@ -10,6 +10,12 @@ import { copyBinaryValue, copyValue, type RowCopy } from './write-records';
 /** True when `csvCopyGroups` reads this CSV: the default delimiter and quote (the byte scanner's). */
 export function readsAsBytes(csv: CsvOptions): boolean {
   return (csv.delimiter ?? ',') === ',' && (csv.quote ?? '"') === '"' && (csv.escape ?? csv.quote ?? '"') === '"';
+}
+
+/** Where `csvCopyGroups` starts reading in the middle of a file: the header (read before), row `index`, at `offset`. */
+export interface CsvStart extends CsvPosition {
+  header: string[];
+  index: number;
 }
 
 /**
@@ -29,9 +35,10 @@ export async function* csvCopyGroups(
   storable: StorableValues,
   withValues = false,
   withKeys = true,
+  from?: CsvStart,
 ): AsyncGenerator<RowGroup> {
-  let header: string[] | null = csv.columns ?? null;
-  let index = 0;
+  let header: string[] | null = csv.columns ?? from?.header ?? null;
+  let index = from?.index ?? 0;
   let handedOver = false;
   let fields: CsvFieldRows | null = null;
   async function* rest(
@@ -48,7 +55,7 @@ export async function* csvCopyGroups(
     }
     for await (const items of csvRecords(input(), csv, nulls, { header, index, delimiter, offset })) yield itemGroup(items, rows);
   }
-  for await (const group of csvSpansThen(blocks, rest, { utf8: true })) {
+  for await (const group of csvSpansThen(blocks, rest, { utf8: true, from })) {
     if (!(group instanceof CsvSpans)) {
       yield group;
       continue;
@@ -245,6 +252,7 @@ class CsvFieldRows {
         return spans.bytes.toString('utf8', spans.starts[first], spans.ends[spans.fieldsAt[from + r + 1] - 1]);
       },
       evaluate: (r, copy) => this.evaluate(spans, from + r, index + r, copy),
+      end: (r) => spans.endOffset(from + r),
       copies: true,
       binary: this.binary,
     };

@@ -17,13 +17,21 @@ import { beginIn, heldBefore } from '../begin';
 import { stopFor, type StopReason } from '../../control/job-state';
 import type { LoopControl } from '../../control/loop-control';
 import { DuplicateIds } from '../duplicate-ids';
-import { optionsHash, validatedResume } from '../resume';
+import { optionsHash, type ValidatedResume, validatedResume } from '../resume';
 import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
 import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from '../source-blocks';
 import type { StorableValues } from './column-values';
-import { csvCopyGroups, readsAsBytes } from './csv-copy-rows';
-import { type CsvOptions, type NullTexts, nullTextsOf, readRecords, validateCsvOptions, validateNullIf } from './record-readers';
+import { csvCopyGroups, type CsvStart, readsAsBytes } from './csv-copy-rows';
+import {
+  type CsvOptions,
+  csvHeading,
+  type NullTexts,
+  nullTextsOf,
+  readRecords,
+  validateCsvOptions,
+  validateNullIf,
+} from './record-readers';
 import { decoded } from '../gunzipped';
 import {
   changedBetweenPasses,
@@ -44,7 +52,7 @@ import { run } from '../../core/run-statement';
 import {
   copiesInOneRoundTrip,
   copyChunkTransaction,
-  type CopiedRows,
+  type ChunkRows,
   copyRow,
   firstExistingKey,
   type RecordRow,
@@ -257,10 +265,16 @@ async function planOf(call: RecordsCall, options: RecordsOptions): Promise<Plan>
  * The source's rows in groups. A CSV `into` a table is read as bytes (`csvCopyGroups`), its valid
  * rows with their values only when asked for (their key's always).
  */
-async function* sourceGroups(plan: Plan, blocks: AsyncIterable<Buffer>, values: boolean, keys = true): AsyncGenerator<RowGroup> {
+async function* sourceGroups(
+  plan: Plan,
+  blocks: AsyncIterable<Buffer>,
+  values: boolean,
+  keys = true,
+  from?: CsvStart,
+): AsyncGenerator<RowGroup> {
   const input = decoded(blocks, plan.gzip);
   if (plan.bytes) {
-    yield* csvCopyGroups(input, plan.csv, plan.nulls, plan.rows, plan.target!, plan.storable, values, keys);
+    yield* csvCopyGroups(input, plan.csv, plan.nulls, plan.rows, plan.target!, plan.storable, values, keys, from);
     return;
   }
   for await (const items of readRecords(plan.format, input, plan.csv, plan.nulls)) yield itemGroup(items, plan.rows);
@@ -291,7 +305,9 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   if (held) return { ...(await storedState(plan)), stopped: held };
   // A resume of a batch validated with the same options and file: pass 1 is only the digest.
   const hash = recordsOptionsHash(plan, options);
-  const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal);
+  // A plain CSV read as bytes can start at the checkpoint's byte offset.
+  const seekable = plan.bytes && !plan.gzip;
+  const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal, seekable);
   const scan = resumed ? validatedScan(resumed.total) : await scanSource(plan, record);
   if (scan === null) return { ...(await storedState(plan)), stopped: 'signal' };
   const ddl = plan.creating ? await createStatement(plan.db, plan.creating, plan.key) : null;
@@ -308,7 +324,7 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
     validated = recordsOptionsHash(plan, options);
   }
   // Pass 2 leaves out the repeats of a key pass 1 found: a resume needs pass 1 again then.
-  const written = await writeSource(plan, resumed?.record ?? record, scan, scan.duplicates.length === 0 ? validated : null);
+  const written = await writeSource(plan, resumed?.record ?? record, scan, scan.duplicates.length === 0 ? validated : null, resumed?.seek);
   return { ...written, ...created };
 }
 
@@ -449,19 +465,19 @@ async function valuesOf(plan: Plan, record: SourceRecord, rows: RecordRow[]): Pr
 }
 
 /** The rows of one chunk as pass 2 gathers them. */
-interface Chunk {
-  start: number;
-  count: number;
-  rows: RecordRow[];
-  rejects: Reject[];
+interface Chunk extends ChunkRows {
   /** Rows `map` skipped. */
   skipped: number[];
-  /** The rows as COPY text, written as they were read (`csvCopyGroups`). */
-  copied: CopiedRows | null;
 }
 
 /** Pass 2: begin or resume the import, then commit the rows from the checkpoint on, chunk by chunk. */
-async function writeSource(plan: Plan, record: SourceRecord, scan: Scan, validated: string | null): Promise<RecordsResult> {
+async function writeSource(
+  plan: Plan,
+  record: SourceRecord,
+  scan: Scan,
+  validated: string | null,
+  seek: ValidatedResume['seek'] = null,
+): Promise<RecordsResult> {
   const { db, batch, size, signal } = plan;
   const total = scan.total;
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated));
@@ -528,9 +544,12 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan, validat
   let duplicate = 0;
   const ended = await pipeline.run(
     async () => {
-      const blocks = verifiedBlocks(plan.path, record, batch, { onBytes: (read) => (pipeline.bytes = read) });
+      // A resume of a validated file starts at the checkpoint's byte offset, where the digest pass recorded it.
+      const from = seek !== null && seek.index === nextIndex ? await csvStart(plan, record, seek) : undefined;
+      const onBytes = (read: number) => (pipeline.bytes = read);
+      const blocks = verifiedBlocks(plan.path, record, batch, { onBytes, ...(from ? { at: from.offset } : {}) });
       // Pass 1 found the repeated keys: pass 2 needs no key of its own.
-      for await (const group of unchanged(sourceGroups(plan, blocks, !copies, false), batch, record)) {
+      for await (const group of unchanged(sourceGroups(plan, blocks, !copies, false, from), batch, record)) {
         if (copies) copying ??= group.binary === true ? new CopyBinary(depth) : new CopyText(depth);
         for (let r = 0; r < group.length; r++) {
           const index = group.index(r);
@@ -549,7 +568,10 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan, validat
           } else if (evaluated.kind === 'skipped') chunk.skipped.push(index);
           else if (plan.lenient) chunk.rejects.push({ index, reason: rejectReason(evaluated), raw: group.raw(r) });
           else throw changedBetweenPasses(batch, record);
-          if (chunk.count === size && pipeline.endsBefore(index) && !(await pipeline.submit(take))) return false;
+          if (chunk.count === size && pipeline.endsBefore(index)) {
+            chunk.nextOffset = group.end?.(r) ?? null;
+            if (!(await pipeline.submit(take))) return false;
+          }
         }
       }
       if (chunk.count > 0) await pipeline.submit(take);
@@ -562,8 +584,15 @@ async function writeSource(plan: Plan, record: SourceRecord, scan: Scan, validat
   return { ...ended, skipped: result.skipped, invalid: result.invalid };
 }
 
+/** Where pass 2 starts reading in the middle of a CSV: the header and delimiter from its first record, and the checkpoint. */
+async function csvStart(plan: Plan, record: SourceRecord, seek: { index: number; offset: number }): Promise<CsvStart> {
+  const first = decoded(verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }), plan.gzip);
+  const { header, delimiter } = await csvHeading(first, plan.csv);
+  return { header, delimiter, index: seek.index, offset: seek.offset };
+}
+
 function emptyChunk(start: number): Chunk {
-  return { start, count: 0, rows: [], rejects: [], skipped: [], copied: null };
+  return { start, count: 0, rows: [], rejects: [], skipped: [], copied: null, nextOffset: null };
 }
 
 /** The chunk's rows from source row `from` on (those before are committed already). */
@@ -579,6 +608,7 @@ function rowsFrom(chunk: Chunk, from: number): Chunk {
     rejects: chunk.rejects.filter((reject) => reject.index >= from),
     skipped: chunk.skipped.filter((index) => index >= from),
     copied,
+    nextOffset: chunk.nextOffset,
   };
 }
 
@@ -613,7 +643,8 @@ async function commitChunk(
   try {
     return await transact(plan.db, async (tx): Promise<ChunkOutcome> => {
       // The usual case in one statement: the checkpoint is at `start`, so advance it (and hold its lock).
-      if (!(await advanceImport(tx, batch, digest, start, start + count, { rows: rows.length, skipped: chunk.skipped.length }))) {
+      const counts = { rows: rows.length, skipped: chunk.skipped.length, nextOffset: chunk.nextOffset };
+      if (!(await advanceImport(tx, batch, digest, start, start + count, counts))) {
         return notAtStart(batch, digest, start, await lockImport(tx, batch));
       }
       if (rejects.length > 0) await writeRejects(tx, batch, rejects);
@@ -661,9 +692,7 @@ async function commitHeld(
   const pipelined = { proceed: proceedAfter(order, plan.signal), onSent: order.sent };
   let copied: boolean | null;
   try {
-    copied = await pipelinedWrite(order, plan.signal, () =>
-      copyChunkTransaction(runner, batch, digest, start, count, rows, rejects, write, chunk.copied, pipelined),
-    );
+    copied = await pipelinedWrite(order, plan.signal, () => copyChunkTransaction(runner, batch, digest, chunk, write, pipelined));
   } catch (error) {
     if (!(error instanceof InvalidInputError)) throw error;
     const named = await valuesOf(plan, record, rows)

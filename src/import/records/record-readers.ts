@@ -258,15 +258,8 @@ export interface CsvResume {
   offset: number;
 }
 
-/** CSV records (RFC 4180 as csv-parse reads it, with the given delimiter, quote and escape) mapped to the header's names. */
-export async function* csvRecords(
-  blocks: AsyncIterable<Buffer>,
-  csv: CsvOptions,
-  nulls: NullTexts,
-  resume?: CsvResume,
-): AsyncGenerator<SourceItem[]> {
-  let index = resume?.index ?? 0;
-  let header: string[] | null = csv.columns ?? resume?.header ?? null;
+/** csv-parse reading the blocks' text, with the given delimiter, quote and escape; records come with their text (`raw`). */
+function csvParser(blocks: AsyncIterable<Buffer>, csv: CsvOptions, at: () => number | undefined, resume?: CsvResume) {
   const parser = new Parser({
     delimiter: csv.delimiter ?? ',',
     quote: csv.quote ?? '"',
@@ -276,15 +269,48 @@ export async function* csvRecords(
     raw: true,
     ...(resume?.delimiter ? { record_delimiter: resume.delimiter } : {}),
   });
+  const source = Readable.from(utf8Texts(blocks, at, resume), { objectMode: false });
+  source.on('error', (error) => parser.destroy(error));
+  source.pipe(parser);
+  return { parser, source };
+}
+
+/**
+ * What a reader starting in the middle of a CSV needs from its start: the header's names
+ * (`csv.columns` when given) and the record delimiter, which ends the first record.
+ */
+export async function csvHeading(
+  blocks: AsyncIterable<Buffer>,
+  csv: CsvOptions,
+): Promise<{ header: string[]; delimiter: '\r\n' | '\n' | '\r' | null }> {
+  const { parser, source } = csvParser(blocks, csv, () => 0);
+  try {
+    for await (const { record } of parser as AsyncIterable<{ record: string[] }>) {
+      // The delimiter csv-parse found (its `raw` text would not tell \r\n from \r).
+      const found = (parser.options as { record_delimiter?: Buffer[] }).record_delimiter?.[0]?.toString();
+      const delimiter = found === '\r\n' || found === '\n' || found === '\r' ? found : null;
+      return { header: csv.columns ?? csvHeader(record), delimiter };
+    }
+  } finally {
+    source.destroy();
+    parser.destroy();
+  }
+  throw new InvalidInputError('The CSV is empty: it needs a header row (or csv.columns).');
+}
+
+/** CSV records (RFC 4180 as csv-parse reads it, with the given delimiter, quote and escape) mapped to the header's names. */
+export async function* csvRecords(
+  blocks: AsyncIterable<Buffer>,
+  csv: CsvOptions,
+  nulls: NullTexts,
+  resume?: CsvResume,
+): AsyncGenerator<SourceItem[]> {
+  let index = resume?.index ?? 0;
+  let header: string[] | null = csv.columns ?? resume?.header ?? null;
   const delimiter = csv.delimiter ?? ',';
   const quote = csv.quote ?? '"';
   const escape = csv.escape ?? quote;
-  const source = Readable.from(
-    utf8Texts(blocks, () => index, resume),
-    { objectMode: false },
-  );
-  source.on('error', (error) => parser.destroy(error));
-  source.pipe(parser);
+  const { parser, source } = csvParser(blocks, csv, () => index, resume);
   let items: SourceItem[] = [];
   try {
     for await (const { record, raw } of parser as AsyncIterable<{ record: (string | null)[]; raw: string }>) {

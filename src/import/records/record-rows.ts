@@ -33,6 +33,8 @@ export interface RowGroup {
   readonly copies: boolean;
   /** True when `evaluate` can write the binary format (every column it fills has one). */
   readonly binary?: boolean;
+  /** The byte offset in the input where the row after row `r` starts; absent or null where the reader does not know it. */
+  end?(r: number): number | null;
 }
 
 /** Source items as a row group, evaluated by `rows`. */

@@ -126,6 +126,18 @@ export interface CopiedRows {
   binary?: boolean;
 }
 
+/** What one chunk writes: source rows `start` … `start + count − 1`, as rows and rejects. */
+export interface ChunkRows {
+  start: number;
+  count: number;
+  rows: RecordRow[];
+  rejects: Reject[];
+  /** The rows as COPY text, written as they were read (`csvCopyGroups`). */
+  copied: CopiedRows | null;
+  /** The byte offset of the source row after the chunk, kept with its checkpoint; null where not known. */
+  nextOffset: number | null;
+}
+
 /** Where a chunk's rows are written as they are read: COPY text, or the binary format where every column has one. */
 export type RowCopy = CopyText | CopyBinary;
 
@@ -151,14 +163,11 @@ export async function copyChunkTransaction(
   runner: QueryRunner,
   batch: string,
   digest: string,
-  start: number,
-  count: number,
-  rows: RecordRow[],
-  rejects: Reject[],
+  chunk: ChunkRows,
   write: RowWrite,
-  written: CopiedRows | null = null,
   pipelined: Pick<CopyAround, 'proceed' | 'onSent'> = {},
 ): Promise<boolean> {
+  const { start, count, rows, rejects, copied: written, nextOffset } = chunk;
   const tx = runner.manager;
   const dialect = dialectOf(dataSourceOf(tx));
   const { target } = write;
@@ -170,7 +179,7 @@ export async function copyChunkTransaction(
     copied = text.take();
   }
   // Every source row of the chunk is written, rejected or skipped by `map`.
-  const counts = { rows: copied.rows, skipped: count - copied.rows - rejects.length };
+  const counts = { rows: copied.rows, skipped: count - copied.rows - rejects.length, nextOffset };
   const rejected: BoundStatement[] = statementsOf(rejects, REJECT_COLUMNS.length).map((part) => ({
     sql: dialect.insertRecords({ name: REJECTS }, REJECT_COLUMNS, part.length),
     parameters: part.flatMap((reject) => [batch, reject.index, reject.reason, rawText(reject.raw, dialect.storable.textHoldsNul)]),
