@@ -642,6 +642,26 @@ describe(`importFile records mode (${DRIVER})`, () => {
       }
     });
 
+    it('number keys (an integer primary key) are hashed by their bits past the exact phase: every repeat found, 0 and −0 alike', async () => {
+      for (const exactBytes of [0, 4096]) {
+        const duplicates = new DuplicateIds({ collect: true, exactBytes, runEntries: 64 });
+        const ids = [...Array.from({ length: 1000 }, (_, i) => (i % 700) * 2 ** 40 + 0.5), 0, -0, 2 ** 53 + 2];
+        try {
+          for (const [i, id] of ids.entries()) await duplicates.add(id, i);
+          const found = await duplicates.everyDuplicate(async (indexes) => new Map(indexes.map((i) => [i, String(ids[i])])));
+          expect(found, `exactBytes ${exactBytes}`).to.deep.equal([...Array.from({ length: 300 }, (_, i) => 700 + i), 1001]);
+        } finally {
+          await duplicates.close();
+        }
+      }
+      // Through an import: the table's integer primary key is the key by default.
+      await database.ds.query('DELETE FROM tokens');
+      const path = file('int-keys.csv', `n,uid\n${[1, 2, 3, 2, 5].map((n, i) => `${n},00000000-0000-4000-8000-00000000000${i}`).join('\n')}\n`);
+      const error = (await expectCode(importFile(database.ds, 'int-keys', path, { into: 'tokens' }), 'INVALID_INPUT')) as InvalidInputError;
+      expect(error).to.include({ index: 3, field: 'n' });
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM tokens')).to.equal(0);
+    });
+
     it('map: runs in both passes, null skips and counts, its fields matched to columns', async () => {
       const path = file(
         'map.json',

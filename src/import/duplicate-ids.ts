@@ -6,6 +6,16 @@ import { duplicateId } from './parse-rows';
 /** 64-bit hash of an id as two 32-bit halves, written to `out`. */
 export type IdHash = (id: string, out: Uint32Array) => void;
 
+const NUMBER_BITS = new Float64Array(1);
+const NUMBER_WORDS = new Uint32Array(NUMBER_BITS.buffer);
+
+/** The hash of a number id, from its float64 bits (0 and −0 alike, as a Map sees them). */
+function numberHash(id: number, out: Uint32Array): void {
+  NUMBER_BITS[0] = id === 0 ? 0 : id;
+  out[0] = mix(NUMBER_WORDS[0] ^ 0x9e3779b9);
+  out[1] = mix(NUMBER_WORDS[1] ^ Math.imul(NUMBER_WORDS[0], 0x85ebca6b));
+}
+
 export interface DuplicateIdsOptions {
   /** Estimated bytes of ids kept exactly in memory before switching to hashes (default 4 MiB). */
   exactBytes?: number;
@@ -98,7 +108,7 @@ function groupPositions(keys: Uint32Array, count: number, grouped: Uint32Array, 
  * looks their ids up again (`firstDuplicate`'s `lookup`) so a hash collision never rejects a file.
  */
 export class DuplicateIds {
-  private exact: Map<string, number> | null = new Map();
+  private exact: Map<string | number, number> | null = new Map();
   private exactBytes = 0;
   private readonly exactLimit: number;
   private readonly runEntries: number;
@@ -130,21 +140,25 @@ export class DuplicateIds {
 
   /**
    * Records the id of row `index` (indexes increase). Throws INVALID_INPUT for a duplicate seen
-   * while ids are still kept exactly; returns a promise to await when a run is being spilled.
+   * while ids are still kept exactly; returns a promise to await when a run is being spilled. A
+   * number id is another id than any string (the caller never gives one value both ways); the
+   * `lookup` of `firstDuplicate` gives it as `String(id)`.
    */
-  add(id: string, index: number): Promise<void> | undefined {
+  add(id: string | number, index: number): Promise<void> | undefined {
+    // Collected number ids go to hashes from the first: hashing a number's bits costs less than a map entry.
+    if (this.exact !== null && this.collected !== null && typeof id === 'number' && this.exact.size === 0) this.exact = null;
     if (this.exact) {
       if (this.exact.has(id)) {
-        if (!this.collected) throw duplicateId(id, index);
+        if (!this.collected) throw duplicateId(String(id), index);
         this.collected.push(index);
         return undefined;
       }
       this.exact.set(id, index);
-      // Rough V8 cost of a map entry holding a short string.
-      this.exactBytes += 2 * id.length + 64;
+      // Rough V8 cost of a map entry holding a short string (a number: the entry alone).
+      this.exactBytes += typeof id === 'number' ? 48 : 2 * id.length + 64;
       return this.exactBytes > this.exactLimit ? this.leaveExactPhase() : undefined;
     }
-    this.hash(id, this.hashOut);
+    this.hashOf(id);
     this.push(this.hashOut[0], this.hashOut[1], index);
     return this.count === this.runEntries ? this.spill() : undefined;
   }
@@ -163,8 +177,7 @@ export class DuplicateIds {
    */
   async firstDuplicate(lookup: (indexes: number[]) => Promise<Map<number, string>>): Promise<{ index: number; id: string } | undefined> {
     if (this.exact) return undefined;
-    if (this.count > 0) await this.spill();
-    const groups = await this.collisionGroups();
+    const groups = await this.hashGroups();
     if (groups.length === 0) return undefined;
     const wanted = [...new Set(groups.flat())].sort((a, b) => a - b);
     const ids = await lookup(wanted);
@@ -191,8 +204,7 @@ export class DuplicateIds {
   async everyDuplicate(lookup: (indexes: number[]) => Promise<Map<number, string>>): Promise<number[]> {
     const found = new Set(this.collected ?? []);
     if (!this.exact) {
-      if (this.count > 0) await this.spill();
-      const groups = await this.collisionGroups(Infinity);
+      const groups = await this.hashGroups(Infinity);
       if (groups.length > 0) {
         const ids = await lookup([...new Set(groups.flat())].sort((a, b) => a - b));
         for (const group of groups) {
@@ -227,10 +239,15 @@ export class DuplicateIds {
     const exact = this.exact as Map<string, number>;
     this.exact = null;
     for (const [id, index] of exact) {
-      this.hash(id, this.hashOut);
+      this.hashOf(id);
       this.push(this.hashOut[0], this.hashOut[1], index);
       if (this.count === this.runEntries) await this.spill();
     }
+  }
+
+  private hashOf(id: string | number): void {
+    if (typeof id === 'number') numberHash(id, this.hashOut);
+    else this.hash(id, this.hashOut);
   }
 
   private push(high: number, low: number, index: number): void {
@@ -277,6 +294,23 @@ export class DuplicateIds {
     this.runs.push({ start: this.spilled, offsets });
     this.spilled += this.count;
     this.count = 0;
+  }
+
+  /** The groups of row indexes that share a 64-bit hash: in memory while no run was spilled, else from the runs. */
+  private async hashGroups(maxCandidates = this.maxCandidates): Promise<number[][]> {
+    if (this.runs.length > 0 || this.highs === null) {
+      if (this.count > 0) await this.spill();
+      return this.collisionGroups(maxCandidates);
+    }
+    const memory = new ArrayBuffer(this.count * ENTRY_BYTES);
+    const words = new Uint32Array(memory);
+    const doubles = new Float64Array(memory);
+    for (let i = 0; i < this.count; i++) {
+      words[4 * i] = this.highs[i];
+      words[4 * i + 1] = (this.lows as Uint32Array)[i];
+      doubles[2 * i + 1] = (this.indexes as Float64Array)[i];
+    }
+    return equalHashes(words, doubles, this.count, new Int32Array(tableSize(this.count)));
   }
 
   /**

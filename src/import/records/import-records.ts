@@ -437,7 +437,7 @@ async function keysAt(plan: Plan, record: SourceRecord, indexes: number[]): Prom
       const index = group.index(r);
       if (!wanted.has(index)) continue;
       const evaluated = group.evaluate(r, null);
-      if (evaluated.kind === 'row' && evaluated.key !== null) keys.set(index, evaluated.key);
+      if (evaluated.kind === 'row' && evaluated.key !== null) keys.set(index, String(evaluated.key));
     }
     if (group.length > 0 && group.index(group.length - 1) >= last) break;
   }

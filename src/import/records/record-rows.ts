@@ -11,9 +11,16 @@ import type { TargetTable } from './target-table';
  */
 export type RecordMap = (record: Record<string, unknown>, index: number) => Record<string, unknown> | null;
 
+/**
+ * A row's key as duplicate detection compares it: a one-column key's finite number as itself (no
+ * string per row: the bulk of an import with an integer primary key), else canonical JSON text.
+ * One column's values always convert to the same kind, so a number never meets a text of the same value.
+ */
+export type RowKey = string | number;
+
 /** What one source row becomes: a row to write, a row `map` skipped, or an invalid row. */
 export type Evaluated =
-  | { kind: 'row'; index: number; values: ColumnValue[]; columns: number[]; record: Record<string, unknown> | null; key: string | null }
+  | { kind: 'row'; index: number; values: ColumnValue[]; columns: number[]; record: Record<string, unknown> | null; key: RowKey | null }
   | { kind: 'skipped'; index: number }
   | { kind: 'invalid'; index: number; field: string | null; reason: string };
 
@@ -121,14 +128,14 @@ export class RecordRows {
   }
 
   /** The key of a row's converted values (null without `key`). */
-  keyOf(values: ColumnValue[]): string | null {
+  keyOf(values: ColumnValue[]): RowKey | null {
     const keyColumns = this.keyColumns;
     if (!keyColumns) return null;
     if (keyColumns.length === 1) {
-      // The same text as below without an array per row: a number's or a string's JSON in brackets.
+      // Without an array per row: the number itself, or the same text as below (a string's JSON in brackets).
       const value = values[keyColumns[0]];
       if (value === undefined || value === null) return this.nullsDistinct ? null : '[null]';
-      if (typeof value === 'number' && Number.isFinite(value)) return `[${value}]`;
+      if (typeof value === 'number' && Number.isFinite(value)) return value;
       if (typeof value === 'string') return `[${JSON.stringify(value)}]`;
     }
     if (this.nullsDistinct && keyColumns.some((at) => values[at] === undefined || values[at] === null)) return null;
