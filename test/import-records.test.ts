@@ -656,7 +656,10 @@ describe(`importFile records mode (${DRIVER})`, () => {
       }
       // Through an import: the table's integer primary key is the key by default.
       await database.ds.query('DELETE FROM tokens');
-      const path = file('int-keys.csv', `n,uid\n${[1, 2, 3, 2, 5].map((n, i) => `${n},00000000-0000-4000-8000-00000000000${i}`).join('\n')}\n`);
+      const path = file(
+        'int-keys.csv',
+        `n,uid\n${[1, 2, 3, 2, 5].map((n, i) => `${n},00000000-0000-4000-8000-00000000000${i}`).join('\n')}\n`,
+      );
       const error = (await expectCode(importFile(database.ds, 'int-keys', path, { into: 'tokens' }), 'INVALID_INPUT')) as InvalidInputError;
       expect(error).to.include({ index: 3, field: 'n' });
       expect(await count(database.ds, 'SELECT COUNT(*) FROM tokens')).to.equal(0);
