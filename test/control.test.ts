@@ -23,7 +23,7 @@ import {
 } from '../src';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 import { expectCode } from './support/expect-code';
-import { countRoundTrips } from './support/round-trips';
+import { statementCounter } from './support/round-trips';
 import { SqlLog } from './support/sql-log';
 
 /** An in-memory source over 1..n whose cursor is the last number returned; counts its calls. */
@@ -288,29 +288,20 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       // Statements (SQLite: logged) or round trips (PostgreSQL, MySQL) per batch of a steady run,
       // as measured before the control plane: learning the state must not add one.
       const expected = { sqlite: 6, postgres: 2, mysql: 3 }[DRIVER];
-      const log = new SqlLog();
-      const counted: DataSource = DRIVER === 'sqlite' ? await db.open({ logger: log }) : await db.open();
-      const counter =
-        DRIVER === 'sqlite'
-          ? {
-              get sent() {
-                return log.queries.length;
-              },
-            }
-          : countRoundTrips(counted);
+      const { dataSource: counted, sent } = await statementCounter(db, DRIVER);
       const one = async (items: number[], tx: EntityManager) => {
         await tx.query(sql('INSERT INTO ctl_dst (job, n) VALUES (?, ?)'), ['counted', items[0]]);
       };
       const run = async (name: string, batches: number) => {
-        const before = counter.sent;
+        const before = sent();
         await eachBatch(counted, name, numbers(batches * 10).source, 10, one);
-        return counter.sent - before;
+        return sent() - before;
       };
       await run('counted-warm', 3);
       const ten = await run('counted-10', 10);
       const thirty = await run('counted-30', 30);
       expect((thirty - ten) / 20).to.equal(expected);
-      if (DRIVER === 'sqlite') await counted.destroy();
+      await counted.destroy();
     });
   });
 
@@ -614,24 +605,15 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       // Statements (SQLite: logged) or round trips (PostgreSQL, MySQL) per batch of a steady run of
       // one range, as measured before eachPartition read the state: reading it must not add one.
       const expected = { sqlite: 6, postgres: 3, mysql: 4 }[DRIVER];
-      const log = new SqlLog();
-      const counted: DataSource = DRIVER === 'sqlite' ? await db.open({ logger: log }) : await db.open();
-      const counter =
-        DRIVER === 'sqlite'
-          ? {
-              get sent() {
-                return log.queries.length;
-              },
-            }
-          : countRoundTrips(counted);
+      const { dataSource: counted, sent } = await statementCounter(db, DRIVER);
       const one = async (items: Record<string, unknown>[], tx: EntityManager) => {
         await tx.query(sql('INSERT INTO ctl_dst (job, n) VALUES (?, ?)'), ['p-counted', Number(items[0].id)]);
       };
       const run = async (name: string, batches: number) => {
         const source = await sqlSource(counted, 'ctl_psrc', 'id', { where: `id <= ${batches * 10}` });
-        const before = counter.sent;
+        const before = sent();
         await eachPartition(counted, name, source, 10, one, { partitions: 1 });
-        return counter.sent - before;
+        return sent() - before;
       };
       await run('p-counted-warm', 3);
       const ten = await run('p-counted-10', 10);

@@ -210,6 +210,33 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
     });
   });
 
+  /**
+   * Runs `fn` counting the file blocks read at each position, and returns the blocks read more than
+   * once from the fourth to the last whole block before `offset` (the digest pass reads each block
+   * once; the header's reading, with its read-ahead, may read the first three again).
+   */
+  async function readsBefore<T>(offset: number, fn: () => Promise<T>): Promise<{ result: T; twice: [number, number][] }> {
+    const block = 64 * 1024;
+    expect(Math.floor(offset / block)).to.be.at.least(10);
+    const reads = new Map<number, number>();
+    const handle = await open(__filename, 'r');
+    const prototype = Object.getPrototypeOf(handle) as { read: (...args: unknown[]) => Promise<unknown> };
+    await handle.close();
+    const read = prototype.read;
+    prototype.read = function (this: unknown, ...args: unknown[]) {
+      const position = Number(args[3]);
+      reads.set(position, (reads.get(position) ?? 0) + 1);
+      return read.apply(this, args);
+    };
+    try {
+      const result = await fn();
+      const twice = [...reads].filter(([position, n]) => n > 1 && position >= 3 * block && position + block <= offset);
+      return { result, twice };
+    } finally {
+      prototype.read = read;
+    }
+  }
+
   describe('a resume that costs only what is left', () => {
     const towns = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ name: `t${i}`, population: i })).join('\n');
 
@@ -286,32 +313,41 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       const offset = 3 + Buffer.byteLength('id,place\r\n') + Buffer.byteLength(lines.slice(0, next).join(''));
       expect(Number(row.next_offset)).to.equal(offset);
 
-      // Every block the resume reads, by its position in the file (the digest pass reads each once).
-      const reads = new Map<number, number>();
-      const handle = await open(path, 'r');
-      const prototype = Object.getPrototypeOf(handle) as { read: (...args: unknown[]) => Promise<unknown> };
-      await handle.close();
-      const read = prototype.read;
-      prototype.read = function (this: unknown, ...args: unknown[]) {
-        const position = Number(args[3]);
-        reads.set(position, (reads.get(position) ?? 0) + 1);
-        return read.apply(this, args);
-      };
-      let resumed;
-      try {
-        resumed = await importFile(database.ds, 'resume-offset', path, { into: 'visits', size: 1000 });
-      } finally {
-        prototype.read = read;
-      }
+      const { result: resumed, twice } = await readsBefore(offset, () =>
+        importFile(database.ds, 'resume-offset', path, { into: 'visits', size: 1000 }),
+      );
       expect(resumed).to.include({ done: true, rows: total - next });
-      // Besides the digest, only the header's reading (with its read-ahead) looks at the start.
-      const block = 64 * 1024;
-      const twice = [...reads].filter(([position, n]) => n > 1 && position >= 3 * block && position + block <= offset);
-      expect(Math.floor(offset / block)).to.be.at.least(10);
       expect(twice).to.deep.equal([]);
       expect(await count(database.ds, 'SELECT COUNT(*) FROM visits')).to.equal(total);
       expect(await count(database.ds, 'SELECT COUNT(DISTINCT id) FROM visits')).to.equal(total);
     });
+
+    if (DRIVER === 'postgres') {
+      it('id/value rows from a plain CSV (the bulk path) resume at the byte offset their checkpoint keeps', async () => {
+        const total = 120_000;
+        const lines = Array.from({ length: total }, (_, i) => `r${i},${i}\n`);
+        const path = file('resume-rows-offset.csv', `id,value\n${lines.join('')}`);
+        const stop = new AbortController();
+        const first = await importFile(database.ds, 'resume-rows-offset', path, {
+          size: 1000,
+          signal: stop.signal,
+          onProgress: (progress) => progress.batches >= 70 && stop.abort(),
+        });
+        expect(first).to.include({ done: false });
+        const [row] = (await database.ds.query('SELECT next_index, next_offset FROM checkpoint_imports WHERE id = $1', [
+          'resume-rows-offset',
+        ])) as { next_index: string; next_offset: string }[];
+        const next = Number(row.next_index);
+        const offset = Buffer.byteLength('id,value\n') + Buffer.byteLength(lines.slice(0, next).join(''));
+        expect(Number(row.next_offset)).to.equal(offset);
+        const { result, twice } = await readsBefore(offset, () => importFile(database.ds, 'resume-rows-offset', path, { size: 1000 }));
+        expect(result).to.include({ done: true, rows: total - next });
+        expect(twice).to.deep.equal([]);
+        const items = "SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = 'resume-rows-offset'";
+        expect(await count(database.ds, items)).to.equal(total);
+        expect(await count(database.ds, `${items} AND id = 'r' || value::text`)).to.equal(total);
+      });
+    }
 
     it('another file under the same batch is still FINGERPRINT_MISMATCH, found by the digest alone', async () => {
       const path = file('resume-a.ndjson', towns(100));

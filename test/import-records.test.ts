@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import { checkpoint, fileDigest, importFile, InvalidInputError, runInTransaction, values } from '../src';
-import { DuplicateIds } from '../src/import/duplicate-ids';
+import { DuplicateIds, numberHash } from '../src/import/duplicate-ids';
 import { expectCode } from './support/expect-code';
 import { count, DRIVER, q, sql, useTestDatabase } from './support/database';
 
@@ -654,6 +654,14 @@ describe(`importFile records mode (${DRIVER})`, () => {
           await duplicates.close();
         }
       }
+      // The high half picks the bucket a run is grouped by: small integers (zero low word) spread over them all.
+      const out = new Uint32Array(2);
+      const buckets = new Set<number>();
+      for (let n = 1; n <= 100_000; n++) {
+        numberHash(n, out);
+        buckets.add(out[0] >>> 20);
+      }
+      expect(buckets.size).to.equal(4096);
       // Through an import: the table's integer primary key is the key by default.
       await database.ds.query('DELETE FROM tokens');
       const path = file(

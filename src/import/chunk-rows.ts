@@ -1,6 +1,6 @@
 import { CopyBinary, type CopyRows, skipCopyRows } from '../dialect';
 import type { CsvSpans } from './csv-records';
-import { csvData, type CsvHeader, csvRowOf } from './csv-rows';
+import { csvData, type CsvDataStart, type CsvHeader, csvRowOf } from './csv-rows';
 import { type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
 
@@ -9,6 +9,8 @@ export interface TakenRows {
   start: number;
   rows: Row[];
   copy: CopyRows | null;
+  /** The byte offset of the source row after the chunk, where the reader knew it (CSV on the bulk path). */
+  nextOffset: number | null;
 }
 
 const MINUS = 0x2d;
@@ -30,6 +32,8 @@ function validatedInteger(bytes: Uint8Array, start: number, end: number): number
 export class ChunkRows {
   start = 0;
   count = 0;
+  /** The byte offset of the source row after the chunk's last, where the reader knows it. */
+  nextOffset: number | null = null;
   private rows: Row[] = [];
   private readonly binary: CopyBinary | null;
 
@@ -89,9 +93,11 @@ export class ChunkRows {
     const rows = this.rows.slice(skip);
     const copy = this.binary ? skipCopyRows(this.binary.take(), skip) : null;
     const count = this.count - skip;
+    const nextOffset = this.nextOffset;
     this.rows = [];
     this.count = 0;
-    return count > 0 ? { start, rows, copy } : null;
+    this.nextOffset = null;
+    return count > 0 ? { start, rows, copy, nextOffset } : null;
   }
 }
 
@@ -109,14 +115,18 @@ export async function fillChunks(
   chunkEnds: (at: number) => boolean,
   chunkEnded: () => Promise<boolean>,
   checked: <T>(items: AsyncGenerator<T>) => AsyncGenerator<T> = (items) => items,
+  start?: CsvDataStart,
 ): Promise<boolean> {
   if (format === 'csv' && chunk.copying) {
-    for await (const { spans, from: first, index, header } of checked(csvData(blocks))) {
+    for await (const { spans, from: first, index, header } of checked(csvData(blocks, start))) {
       for (let r = first; r < spans.count; r++) {
         const at = index + r - first;
         if (at < from()) continue;
         chunk.addCsv(spans, r, header, at);
-        if (chunkEnds(at) && !(await chunkEnded())) return false;
+        if (chunkEnds(at)) {
+          chunk.nextOffset = spans.endOffset(r);
+          if (!(await chunkEnded())) return false;
+        }
       }
     }
     return true;

@@ -132,10 +132,11 @@ export async function* csvRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator
  * its errors (CsvError) are csv-parse's. Like csv-parse, the record delimiter is the first of
  * \r\n, \n or \r met. A very long record also goes to csv-parse, which reads it incrementally.
  */
-export function csvSpans(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvSpans> {
-  return csvSpansThen(blocks, async function* (head, rest, delimiter) {
+export function csvSpans(blocks: AsyncIterable<Buffer>, from?: CsvPosition): AsyncGenerator<CsvSpans> {
+  const rest: CsvRest<CsvSpans> = async function* (head, rest, delimiter) {
     for await (const records of parsedByCsvParse(head, rest, delimiter)) yield CsvSpans.of(records);
-  });
+  };
+  return csvSpansThen(blocks, rest, { from });
 }
 
 /**

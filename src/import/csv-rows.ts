@@ -1,6 +1,6 @@
 import { CsvError } from 'csv-parse';
 import { InvalidInputError } from '../core/errors';
-import { type CsvSpans, csvSpans } from './csv-records';
+import { type CsvPosition, type CsvSpans, csvSpans } from './csv-records';
 import { checkId, integerFromText, type Row } from './row';
 import { Utf8Text } from './utf8-text';
 
@@ -18,7 +18,14 @@ export interface CsvData {
   header: CsvHeader;
 }
 
-function headerOf(record: string[]): CsvHeader {
+/** Where `csvData` starts in the middle of a file: the header's columns, and the data record `index` starting at `offset`. */
+export interface CsvDataStart extends CsvPosition {
+  header: CsvHeader;
+  index: number;
+}
+
+/** The positions of `id` and `value` in a header record; INVALID_INPUT when either is missing or repeated. */
+export function headerOf(record: string[]): CsvHeader {
   const position = (name: string) => {
     const found = record.flatMap((column, i) => (column === name ? [i] : []));
     if (found.length !== 1) {
@@ -48,10 +55,10 @@ export function csvRowOf(spans: CsvSpans, record: number, header: CsvHeader, ind
  * against the row rules (`csvRowOf` does that); the file's structure and its UTF-8 are, with
  * INVALID_INPUT raised after the records that come before the problem.
  */
-export async function* csvData(blocks: AsyncIterable<Buffer>): AsyncGenerator<CsvData> {
+export async function* csvData(blocks: AsyncIterable<Buffer>, start?: CsvDataStart): AsyncGenerator<CsvData> {
   // csv-parse would decode invalid UTF-8 leniently, so the bytes are checked first and the input
   // ends before the first invalid byte; the record cut there is the one that holds it.
-  const utf8 = new Utf8Text();
+  const utf8 = new Utf8Text(start?.offset);
   let invalidAt = -1;
   let endsOnNewline = true;
   async function* checked(): AsyncGenerator<Buffer> {
@@ -68,8 +75,8 @@ export async function* csvData(blocks: AsyncIterable<Buffer>): AsyncGenerator<Cs
     }
     invalidAt = utf8.end();
   }
-  let header: CsvHeader | null = null;
-  let index = 0;
+  let header: CsvHeader | null = start?.header ?? null;
+  let index = start?.index ?? 0;
   // The data record holding the invalid byte: the one cut short (already read), or the next one
   // when the valid bytes end on a line break.
   const invalidUtf8 = (recordInProgress: boolean) => {
@@ -80,7 +87,7 @@ export async function* csvData(blocks: AsyncIterable<Buffer>): AsyncGenerator<Cs
     );
   };
   try {
-    for await (const spans of csvSpans(checked())) {
+    for await (const spans of csvSpans(checked(), start)) {
       let from = 0;
       if (header === null) {
         header = headerOf(spans.record(0));

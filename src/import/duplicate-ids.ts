@@ -9,11 +9,16 @@ export type IdHash = (id: string, out: Uint32Array) => void;
 const NUMBER_BITS = new Float64Array(1);
 const NUMBER_WORDS = new Uint32Array(NUMBER_BITS.buffer);
 
-/** The hash of a number id, from its float64 bits (0 and −0 alike, as a Map sees them). */
-function numberHash(id: number, out: Uint32Array): void {
+/**
+ * The hash of a number id, from its float64 bits (0 and −0 alike, as a Map sees them). Each half
+ * mixes both words: an integer below 2^21 has a zero low word, and the high half picks the bucket.
+ */
+export function numberHash(id: number, out: Uint32Array): void {
   NUMBER_BITS[0] = id === 0 ? 0 : id;
-  out[0] = mix(NUMBER_WORDS[0] ^ 0x9e3779b9);
-  out[1] = mix(NUMBER_WORDS[1] ^ Math.imul(NUMBER_WORDS[0], 0x85ebca6b));
+  const low = NUMBER_WORDS[0];
+  const high = NUMBER_WORDS[1];
+  out[0] = mix(high ^ Math.imul(low ^ 0x9e3779b9, 0x85ebca6b));
+  out[1] = mix(low ^ Math.imul(high ^ 0x7f4a7c15, 0xc2b2ae35));
 }
 
 export interface DuplicateIdsOptions {

@@ -24,7 +24,9 @@ import { formatOf, type ImportFormat, isTsv, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
 import { Preload, type Preloaded, worthPreloading } from './preload';
-import { optionsHash, validatedResume } from './resume';
+import { optionsHash, type ValidatedResume, validatedResume } from './resume';
+import { type CsvDataStart, headerOf } from './csv-rows';
+import { csvHeading } from './records/record-readers';
 import type { ChunkOrder } from './chunk-in-flight';
 import { ChunkRows, fillChunks, type TakenRows } from './chunk-rows';
 import { decoded, GZIP } from './gunzipped';
@@ -169,11 +171,13 @@ export async function importFile<R = Row>(
   if (held) return { ...(await storedState(db, batch)), stopped: held };
   const bulk = !handler && bulkPathOf(db);
   const hash = optionsHash({ rows: 'id/value', format, gzip, builtInTable: !handler });
-  const pass1: { record: SourceRecord; total: number; preloaded?: Preloaded | null } | null =
-    (await validatedResume(db, batch, path, hash, signal)) ??
+  // A plain CSV on the bulk path can start at the checkpoint's byte offset.
+  const seekable = bulk && format === 'csv' && !gzip;
+  const pass1: { record: SourceRecord; total: number; preloaded?: Preloaded | null; seek?: ValidatedResume['seek'] } | null =
+    (await validatedResume(db, batch, path, hash, signal, seekable)) ??
     (await validateWithPreload(db, batch, path, format, gzip, size, bulk, options));
   if (pass1 === null) return { ...(await storedState(db, batch)), stopped: 'signal' };
-  const { record, total, preloaded = null } = pass1;
+  const { record, total, preloaded = null, seek = null } = pass1;
   const fileRows = total;
   const startedAt = Date.now();
 
@@ -214,8 +218,15 @@ export async function importFile<R = Row>(
     already,
     commit: (taken, order) =>
       taken.copy
-        ? commitCopy(committer!, batch, record.digest, taken.start, taken.copy, order, () =>
-            rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows),
+        ? commitCopy(
+            committer!,
+            batch,
+            record.digest,
+            taken.start,
+            taken.copy,
+            order,
+            () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows),
+            gzip ? null : taken.nextOffset,
           )
         : commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler),
   });
@@ -225,14 +236,28 @@ export async function importFile<R = Row>(
     async () => {
       // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
       const onBytes = (read: number) => (pipeline.bytes = read);
-      const blocks = decoded(verifiedBlocks(path, record, batch, { onBytes, reuseBuffer: format === 'csv' && !gzip }), gzip);
+      // A resume of a validated file starts at the checkpoint's byte offset, where the digest pass recorded it.
+      const start = seek !== null && seek.index === nextIndex ? await csvDataStart(path, record, batch, seek) : undefined;
+      const reading = { onBytes, reuseBuffer: format === 'csv' && !gzip, ...(start ? { at: start.offset } : {}) };
+      const blocks = decoded(verifiedBlocks(path, record, batch, reading), gzip);
       const changed = <T>(items: AsyncGenerator<T>) => unchanged(items, batch, record);
-      if (!(await fillChunks(format, blocks, chunk, () => pipeline.next, full, submit, changed))) return false;
+      if (!(await fillChunks(format, blocks, chunk, () => pipeline.next, full, submit, changed, start))) return false;
       if (chunk.count > 0) await submit();
       return true;
     },
     committer ? () => committer.close() : undefined,
   );
+}
+
+/** Where pass 2 starts reading in the middle of a CSV of id/value rows: the header and delimiter from its first record, and the checkpoint. */
+async function csvDataStart(
+  path: string,
+  record: SourceRecord,
+  batch: string,
+  seek: { index: number; offset: number },
+): Promise<CsvDataStart> {
+  const { record: names, delimiter } = await csvHeading(verifiedBlocks(path, record, batch, { recordedOnly: true }), {});
+  return { header: headerOf(names), delimiter, index: seek.index, offset: seek.offset };
 }
 
 /**
@@ -375,7 +400,7 @@ interface BulkCommitter {
    * Commits the chunk with the checkpoint advance; false, nothing kept, when the import is not at
    * `start`; null, nothing kept, when the chunk before it failed or the import was stopped.
    */
-  write(start: number, rows: CopyRows, order: ChunkOrder): Promise<boolean | null>;
+  write(start: number, rows: CopyRows, order: ChunkOrder, nextOffset: number | null): Promise<boolean | null>;
   /** Runs a read of committed state. */
   read<T>(fn: (manager: EntityManager) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -392,11 +417,11 @@ function sharedCommitter(db: Db, batch: string, digest: string, asynchronousBefo
   const owned = !joinsTransaction(db);
   return {
     pipelined: false,
-    async write(start, rows) {
+    async write(start, rows, _order, nextOffset) {
       const asynchronous = owned && mayCommitAsynchronously(start, rows, asynchronousBefore);
       try {
         await transact(db, async (tx) => {
-          if (!(await copyAdvancing(tx, batch, digest, start, rows, asynchronous, true))) throw new NotAtStart();
+          if (!(await copyAdvancing(tx, batch, digest, start, rows, asynchronous, true, nextOffset))) throw new NotAtStart();
         });
         return true;
       } catch (error) {
@@ -426,11 +451,12 @@ function heldCommitter(
   const connection = () => (runner ??= dataSource.createQueryRunner());
   return {
     pipelined: true,
-    async write(start, rows, order) {
+    async write(start, rows, order, nextOffset) {
       const asynchronous = mayCommitAsynchronously(start, rows, asynchronousBefore);
       const proceed = proceedAfter(order, signal);
+      const pipelined = { proceed, onSent: order.sent, binary: true };
       return pipelinedWrite(order, signal, () =>
-        copyTransaction(connection(), batch, digest, start, rows, asynchronous, { proceed, onSent: order.sent, binary: true }),
+        copyTransaction(connection(), batch, digest, start, rows, asynchronous, pipelined, nextOffset),
       );
     },
     // Reads in autocommit on the same connection: a pool of one connection cannot starve them.
@@ -495,10 +521,11 @@ async function commitCopy(
   rows: CopyRows,
   order: ChunkOrder,
   reread: () => Promise<Row[]>,
+  nextOffset: number | null = null,
 ): Promise<ChunkOutcome | null> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const written = await committer.write(start, rows, order);
+      const written = await committer.write(start, rows, order, nextOffset);
       if (written === null) return null;
       if (written) return { next: start + rows.rows, written: rows.rows, advanced: true };
     } catch (error) {

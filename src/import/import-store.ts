@@ -256,10 +256,12 @@ export async function copyAdvancing(
   rows: CopyRows,
   asynchronous = false,
   binary = false,
+  nextOffset: number | null = null,
 ): Promise<boolean> {
   const dialect = sqlOf(tx);
   try {
-    const before = [assertingAdvance(tx, batch, digest, start, start + rows.rows, undefined, asynchronous)];
+    const counts = { rows: rows.rows, skipped: 0, nextOffset };
+    const before = [assertingAdvance(tx, batch, digest, start, start + rows.rows, counts, asynchronous)];
     await dialect.copyRows!(tx.queryRunner!, ITEMS, ITEM_COLUMNS, rows, { before, binary });
     return true;
   } catch (error) {
@@ -287,12 +289,14 @@ export async function copyTransaction(
   rows: CopyRows,
   asynchronous = false,
   pipelined: Pick<CopyAround, 'proceed' | 'onSent' | 'binary'> = {},
+  nextOffset: number | null = null,
 ): Promise<boolean> {
   const tx = runner.manager;
   const dialect = sqlOf(tx);
+  const counts = { rows: rows.rows, skipped: 0, nextOffset };
   for (let attempt = 1; ; attempt++) {
     try {
-      const before = [BEGIN, assertingAdvance(tx, batch, digest, start, start + rows.rows, undefined, asynchronous)];
+      const before = [BEGIN, assertingAdvance(tx, batch, digest, start, start + rows.rows, counts, asynchronous)];
       await dialect.copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { before, after: [COMMIT], ...pipelined, prepare: true });
       return true;
     } catch (error) {

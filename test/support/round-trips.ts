@@ -1,5 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { DataSource } from 'typeorm';
+import type { OpenOptions } from './database';
+import { SqlLog } from './sql-log';
 
 type Sender = Record<'query' | 'execute', (...args: unknown[]) => unknown>;
 
@@ -40,4 +42,22 @@ export function countRoundTrips(dataSource: DataSource): { sent: number } {
     throw new Error(`countRoundTrips: no pg or mysql2 pool on a ${dataSource.options.type} DataSource`);
   }
   return counter;
+}
+
+/**
+ * A new DataSource of `database` whose statements are counted, for "no statement added per
+ * batch" checks: on SQLite each logged statement (one call each), elsewhere each round trip.
+ */
+export async function statementCounter(
+  database: { open(options?: OpenOptions): Promise<DataSource> },
+  driver: string,
+): Promise<{ dataSource: DataSource; sent: () => number }> {
+  if (driver === 'sqlite') {
+    const log = new SqlLog();
+    const dataSource = await database.open({ logger: log });
+    return { dataSource, sent: () => log.queries.length };
+  }
+  const dataSource = await database.open();
+  const counter = countRoundTrips(dataSource);
+  return { dataSource, sent: () => counter.sent };
 }

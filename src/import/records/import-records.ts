@@ -25,6 +25,7 @@ import type { StorableValues } from './column-values';
 import { csvCopyGroups, type CsvStart, readsAsBytes } from './csv-copy-rows';
 import {
   type CsvOptions,
+  csvHeader,
   csvHeading,
   type NullTexts,
   nullTextsOf,
@@ -569,7 +570,7 @@ async function writeSource(
           else if (plan.lenient) chunk.rejects.push({ index, reason: rejectReason(evaluated), raw: group.raw(r) });
           else throw changedBetweenPasses(batch, record);
           if (chunk.count === size && pipeline.endsBefore(index)) {
-            chunk.nextOffset = group.end?.(r) ?? null;
+            chunk.nextOffset = plan.gzip ? null : (group.end?.(r) ?? null);
             if (!(await pipeline.submit(take))) return false;
           }
         }
@@ -587,8 +588,8 @@ async function writeSource(
 /** Where pass 2 starts reading in the middle of a CSV: the header and delimiter from its first record, and the checkpoint. */
 async function csvStart(plan: Plan, record: SourceRecord, seek: { index: number; offset: number }): Promise<CsvStart> {
   const first = decoded(verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }), plan.gzip);
-  const { header, delimiter } = await csvHeading(first, plan.csv);
-  return { header, delimiter, index: seek.index, offset: seek.offset };
+  const { record: names, delimiter } = await csvHeading(first, plan.csv);
+  return { header: plan.csv.columns ?? csvHeader(names), delimiter, index: seek.index, offset: seek.offset };
 }
 
 function emptyChunk(start: number): Chunk {

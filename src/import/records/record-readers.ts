@@ -276,20 +276,20 @@ function csvParser(blocks: AsyncIterable<Buffer>, csv: CsvOptions, at: () => num
 }
 
 /**
- * What a reader starting in the middle of a CSV needs from its start: the header's names
- * (`csv.columns` when given) and the record delimiter, which ends the first record.
+ * What a reader starting in the middle of a CSV needs from its start: the first record (the
+ * header, unless `csv.columns` names the fields) and the record delimiter, which ends it.
  */
 export async function csvHeading(
   blocks: AsyncIterable<Buffer>,
   csv: CsvOptions,
-): Promise<{ header: string[]; delimiter: '\r\n' | '\n' | '\r' | null }> {
+): Promise<{ record: string[]; delimiter: '\r\n' | '\n' | '\r' | null }> {
   const { parser, source } = csvParser(blocks, csv, () => 0);
   try {
     for await (const { record } of parser as AsyncIterable<{ record: string[] }>) {
       // The delimiter csv-parse found (its `raw` text would not tell \r\n from \r).
       const found = (parser.options as { record_delimiter?: Buffer[] }).record_delimiter?.[0]?.toString();
       const delimiter = found === '\r\n' || found === '\n' || found === '\r' ? found : null;
-      return { header: csv.columns ?? csvHeader(record), delimiter };
+      return { record, delimiter };
     }
   } finally {
     source.destroy();
