@@ -1,4 +1,5 @@
 import { type MigrationInterface, type QueryRunner, TableColumn } from 'typeorm';
+import { addMissingColumns, dropPresentColumns } from './column-changes';
 
 const TABLE = 'checkpoint_imports';
 
@@ -11,14 +12,10 @@ export class ImportResume1765843200000 implements MigrationInterface {
   name = 'ImportResume1765843200000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const table = await queryRunner.getTable(TABLE);
-    const missing = columns().filter((column) => !table?.findColumnByName(column.name));
-    if (table && missing.length > 0) await queryRunner.addColumns(TABLE, missing);
+    await addMissingColumns(queryRunner, TABLE, columns());
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    const table = await queryRunner.getTable(TABLE);
-    const present = columns().filter((column) => table?.findColumnByName(column.name));
-    if (table && present.length > 0) await queryRunner.dropColumns(TABLE, present);
+    await dropPresentColumns(queryRunner, TABLE, columns());
   }
 }

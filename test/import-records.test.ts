@@ -642,7 +642,7 @@ describe(`importFile records mode (${DRIVER})`, () => {
       }
     });
 
-    it('number keys (an integer primary key) are hashed by their bits past the exact phase: every repeat found, 0 and −0 alike', async () => {
+    it('number keys: integers kept as bits, other numbers hashed from their float64 bits; every repeat found past either budget', async () => {
       for (const exactBytes of [0, 4096]) {
         const duplicates = new DuplicateIds({ collect: true, exactBytes, runEntries: 64 });
         const ids = [...Array.from({ length: 1000 }, (_, i) => (i % 700) * 2 ** 40 + 0.5), 0, -0, 2 ** 53 + 2];
@@ -653,6 +653,17 @@ describe(`importFile records mode (${DRIVER})`, () => {
         } finally {
           await duplicates.close();
         }
+      }
+      // Integers go to bits; past their budget (ids 2^16 apart take a page each), a repeat of an
+      // earlier one is still found there, and the later ones are hashed.
+      const integers = [...Array.from({ length: 3000 }, (_, i) => i * 65536), 0, 5 * 65536, 2999 * 65536, 7, 7];
+      const bits = new DuplicateIds({ collect: true });
+      try {
+        for (const [i, id] of integers.entries()) await bits.add(id, i);
+        const found = await bits.everyDuplicate(async (indexes) => new Map(indexes.map((i) => [i, String(integers[i])])));
+        expect(found).to.deep.equal([3000, 3001, 3002, 3004]);
+      } finally {
+        await bits.close();
       }
       // The high half picks the bucket a run is grouped by: small integers (zero low word) spread over them all.
       const out = new Uint32Array(2);

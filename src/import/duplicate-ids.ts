@@ -1,6 +1,7 @@
 import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { BitAdd, IntegerBits } from './integer-bits';
 import { duplicateId } from './parse-rows';
 
 /** 64-bit hash of an id as two 32-bit halves, written to `out`. */
@@ -133,6 +134,9 @@ export class DuplicateIds {
   private dir: string | null = null;
   private file: FileHandle | null = null;
   private readonly collected: number[] | null;
+  // Safe integer ids, exactly, in at most 8 MiB (a dense primary key of 67M rows); `full` once one did not fit.
+  private readonly integers = new IntegerBits(1024);
+  private full = false;
 
   constructor(options: DuplicateIdsOptions = {}) {
     this.collected = options.collect ? [] : null;
@@ -150,14 +154,19 @@ export class DuplicateIds {
    * `lookup` of `firstDuplicate` gives it as `String(id)`.
    */
   add(id: string | number, index: number): Promise<void> | undefined {
-    // Collected number ids go to hashes from the first: hashing a number's bits costs less than a map entry.
-    if (this.exact !== null && this.collected !== null && typeof id === 'number' && this.exact.size === 0) this.exact = null;
-    if (this.exact) {
-      if (this.exact.has(id)) {
-        if (!this.collected) throw duplicateId(String(id), index);
-        this.collected.push(index);
-        return undefined;
+    if (typeof id === 'number') {
+      // Integers as bits while they fit the budget; past it, those are still looked up there.
+      if (Number.isSafeInteger(id)) {
+        const found = this.full ? (this.integers.has(id) ? BitAdd.Seen : BitAdd.Full) : this.integers.add(id);
+        if (found === BitAdd.Seen) return this.repeated(id, index);
+        if (found === BitAdd.Added) return undefined;
+        this.full = true;
       }
+      // Collected number ids go to hashes from the first: hashing a number's bits costs less than a map entry.
+      if (this.exact !== null && this.collected !== null && this.exact.size === 0) this.exact = null;
+    }
+    if (this.exact) {
+      if (this.exact.has(id)) return this.repeated(id, index);
       this.exact.set(id, index);
       // Rough V8 cost of a map entry holding a short string (a number: the entry alone).
       this.exactBytes += typeof id === 'number' ? 48 : 2 * id.length + 64;
@@ -166,6 +175,13 @@ export class DuplicateIds {
     this.hashOf(id);
     this.push(this.hashOut[0], this.hashOut[1], index);
     return this.count === this.runEntries ? this.spill() : undefined;
+  }
+
+  /** A repeat found exactly: INVALID_INPUT at once, or collected. */
+  private repeated(id: string | number, index: number): undefined {
+    if (!this.collected) throw duplicateId(String(id), index);
+    this.collected.push(index);
+    return undefined;
   }
 
   /** `add` for the id whose well-formed UTF-8 is `bytes[start…end)`: past the exact phase, hashed without making the string. */
