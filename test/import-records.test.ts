@@ -684,6 +684,19 @@ describe(`importFile records mode (${DRIVER})`, () => {
       expect(await count(database.ds, 'SELECT COUNT(*) FROM tokens')).to.equal(0);
     });
 
+    it('a column named with a question mark is a column like any other (no placeholder is read in a quoted name)', async () => {
+      await database.ds.query(`CREATE TABLE asks (id INTEGER PRIMARY KEY, ${q('ok?')} VARCHAR(10))`);
+      try {
+        const path = file('asks.csv', 'id,ok?\n1,yes\n2,no\n');
+        expect(await importFile(database.ds, 'asks', path, { into: 'asks' })).to.include({ rows: 2, done: true });
+        expect(await importFile(database.ds, 'asks-update', path, { into: 'asks', conflict: 'update' })).to.include({ rows: 2 });
+        const rows = (await database.ds.query(`SELECT id, ${q('ok?')} AS ok FROM asks ORDER BY id`)) as { id: number; ok: string }[];
+        expect(rows.map((row) => `${Number(row.id)}:${row.ok}`)).to.deep.equal(['1:yes', '2:no']);
+      } finally {
+        await database.ds.query('DROP TABLE asks');
+      }
+    });
+
     it('map: runs in both passes, null skips and counts, its fields matched to columns', async () => {
       const path = file(
         'map.json',

@@ -106,7 +106,7 @@ export const postgres: Dialect = {
   execute: executePrepared,
   sql(text) {
     let n = 0;
-    return text.replace(questionMarks, () => `$${++n}`);
+    return text.replace(questionMarks, (found) => (found === '?' ? `$${++n}` : found));
   },
   placeholder: (n) => `$${n}`,
   bindable: (value) => value,

@@ -3,7 +3,8 @@ import type { Executed, RecordConflict, TableRef } from './dialect';
 
 /** SQL text shared by more than one dialect: ANSI identifier quoting and the ON CONFLICT upsert of PostgreSQL and SQLite. */
 
-export const questionMarks = /\?/g;
+/** A `?` placeholder, or a quoted identifier or string literal to leave as it is (a column may be named "ok?"). */
+export const questionMarks = /"(?:[^"]|"")*"|'(?:[^']|'')*'|\?/g;
 
 export function doubleQuote(identifier: string): string {
   return `"${identifier.replace(/"/g, '""')}"`;

@@ -5,13 +5,14 @@ import { progressSince, type Progress } from '../core/progress';
 import { LoopSpans, type SpanScope } from '../core/telemetry';
 import { type Db, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
 import { AbandonedPipeline } from '../dialect';
-import { stopFor, type StopReason } from '../control/job-state';
+import { stopFor } from '../control/job-state';
 import type { LoopControl } from '../control/loop-control';
 import { cursorMismatch } from './apply-chunk';
 import { fingerprintMismatch } from './begin';
 import { type ImportRow, readImport } from './import-store';
 import { ChunkInFlight, type ChunkOrder } from './chunk-in-flight';
 import type { SourceRecord } from './source-blocks';
+import type { ImportFileResult } from './import-file';
 
 /**
  * The one chunk pipeline of `importFile`, for both of its modes (id/value rows and records): chunks
@@ -21,16 +22,7 @@ import type { SourceRecord } from './source-blocks';
  */
 
 /** What a call of `importFile` reports, whichever mode wrote the rows. */
-export interface PipelineResult {
-  batch: string;
-  digest: string;
-  /** The committed checkpoint: the first source row not yet imported. */
-  nextIndex: number;
-  /** Rows written by this call. */
-  rows: number;
-  done: boolean;
-  stopped?: StopReason;
-}
+export type PipelineResult = Pick<ImportFileResult, 'batch' | 'digest' | 'nextIndex' | 'rows' | 'done' | 'stopped'>;
 
 /** What committing one chunk did: the checkpoint after it, the rows it wrote, and whether the batch was found paused or cancelled instead. */
 export interface ChunkOutcome {
