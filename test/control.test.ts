@@ -152,15 +152,20 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
     });
 
     it('stops on a cancel, and a reset forgets the cancelled job', async () => {
-      const { source, calls } = numbers(100);
+      // Room for the cancel to reach the loop: it waits for a connection and the job row's lock.
+      const { source, calls } = numbers(2000);
       let cancelling: Promise<boolean> | undefined;
+      let committed = 0;
+      let atCancel = -1;
       const first = await eachBatch(db.ds, 'cancelled-run', source, 10, write('cancelled-run'), {
         onProgress: (progress) => {
-          if (progress.batches === 2) cancelling = cancel(db.ds, 'cancelled-run');
+          committed = progress.batches;
+          if (progress.batches === 2) cancelling = cancel(db.ds, 'cancelled-run').then((cancelled) => ((atCancel = committed), cancelled));
         },
       });
       expect(await cancelling).to.equal(true);
       expect(first).to.include({ stopped: 'cancelled', done: false });
+      expect(first.batches - atCancel).to.be.within(0, 1);
       const before = calls.count;
       expect(await eachBatch(db.ds, 'cancelled-run', source, 10, write('cancelled-run'), { whilePaused: 'wait' })).to.include({
         batches: 0,
@@ -169,8 +174,8 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       expect(calls.count).to.equal(before);
       expect(await reset(db.ds, 'cancelled-run')).to.equal(true);
       await db.ds.query(sql('DELETE FROM ctl_dst WHERE job = ?'), ['cancelled-run']);
-      expect(await eachBatch(db.ds, 'cancelled-run', source, 10, write('cancelled-run'))).to.include({ done: true, items: 100 });
-      await expectOnce('cancelled-run', 100);
+      expect(await eachBatch(db.ds, 'cancelled-run', source, 10, write('cancelled-run'))).to.include({ done: true, items: 2000 });
+      await expectOnce('cancelled-run', 2000);
     });
 
     it('runs in time slices with maxRuntimeMs, losing nothing', async () => {
