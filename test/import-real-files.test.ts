@@ -322,6 +322,47 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       expect(await count(database.ds, 'SELECT COUNT(DISTINCT id) FROM visits')).to.equal(total);
     });
 
+    for (const format of ['ndjson', 'json'] as const) {
+      it(`a ${format === 'json' ? 'JSON array' : 'NDJSON file'} resumes at the byte offset its checkpoint keeps, counted in bytes`, async () => {
+        await database.ds.query('DELETE FROM visits');
+        const total = 40_000;
+        // Two-byte and three-byte characters: the offset counts bytes, not characters.
+        const items = Array.from({ length: total }, (_, i) => JSON.stringify({ id: i, place: `plače-€-${i}` }));
+        // A BOM and CRLF line breaks (and, in the array, a comma before every item but the first).
+        const body = format === 'json' ? `[\r\n${items.join(',\r\n')}\r\n]\r\n` : `${items.join('\r\n')}\r\n`;
+        const path = file(`resume-offset.${format}`, `\uFEFF${body}`);
+        const batch = `resume-offset-${format}`;
+        const stop = new AbortController();
+        const first = await importFile(database.ds, batch, path, {
+          into: 'visits',
+          size: 500,
+          signal: stop.signal,
+          onProgress: (progress) => progress.batches >= 60 && stop.abort(),
+        });
+        expect(first).to.include({ done: false, stopped: 'signal' });
+        const [row] = (await database.ds.query(sql('SELECT next_index, next_offset FROM checkpoint_imports WHERE id = ?'), [batch])) as {
+          next_index: number | string;
+          next_offset: number | string;
+        }[];
+        const next = Number(row.next_index);
+        // Right after the last committed row: its line break in NDJSON, its closing brace in the array.
+        const before = format === 'json' ? `[\r\n${items.slice(0, next).join(',\r\n')}` : `${items.slice(0, next).join('\r\n')}\r\n`;
+        const offset = 3 + Buffer.byteLength(before);
+        expect(Number(row.next_offset)).to.equal(offset);
+
+        const { result: resumed, twice } = await readsBefore(offset, () =>
+          importFile(database.ds, batch, path, { into: 'visits', size: 500 }),
+        );
+        expect(resumed).to.include({ done: true, rows: total - next });
+        expect(twice).to.deep.equal([]);
+        expect(await count(database.ds, 'SELECT COUNT(*) FROM visits')).to.equal(total);
+        expect(await count(database.ds, 'SELECT COUNT(DISTINCT id) FROM visits')).to.equal(total);
+        expect(
+          await count(database.ds, sql('SELECT COUNT(*) FROM visits WHERE id = ? AND place = ?'), [total - 1, `plače-€-${total - 1}`]),
+        ).to.equal(1);
+      });
+    }
+
     if (DRIVER === 'postgres') {
       it('id/value rows from a plain CSV (the bulk path) resume at the byte offset their checkpoint keeps', async () => {
         const total = 120_000;

@@ -29,6 +29,7 @@ import {
   csvHeading,
   type NullTexts,
   nullTextsOf,
+  type JsonStart,
   readRecords,
   validateCsvOptions,
   validateNullIf,
@@ -271,14 +272,23 @@ async function* sourceGroups(
   blocks: AsyncIterable<Buffer>,
   values: boolean,
   keys = true,
-  from?: CsvStart,
+  from?: SourceStart,
 ): AsyncGenerator<RowGroup> {
   const input = decoded(blocks, plan.gzip);
   if (plan.bytes) {
-    yield* csvCopyGroups(input, plan.csv, plan.nulls, plan.rows, plan.target!, plan.storable, values, keys, from);
+    const csvFrom = from !== undefined && 'header' in from ? from : undefined;
+    yield* csvCopyGroups(input, plan.csv, plan.nulls, plan.rows, plan.target!, plan.storable, values, keys, csvFrom);
     return;
   }
-  for await (const items of readRecords(plan.format, input, plan.csv, plan.nulls)) yield itemGroup(items, plan.rows);
+  for await (const items of readRecords(plan.format, input, plan.csv, plan.nulls, from)) yield itemGroup(items, plan.rows);
+}
+
+/** Where pass 2 starts in the middle of a file: a CSV read as bytes needs its header, JSON and NDJSON only the place. */
+type SourceStart = CsvStart | JsonStart;
+
+/** True when pass 2 can start at a checkpoint's byte offset: a file not gzipped, read by a reader that counts bytes. */
+function seekable(plan: Plan): boolean {
+  return !plan.gzip && (plan.bytes || plan.format !== 'csv');
 }
 
 function rowError(error: RowError): InvalidInputError {
@@ -306,9 +316,7 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   if (held) return { ...(await storedState(plan)), stopped: held };
   // A resume of a batch validated with the same options and file: pass 1 is only the digest.
   const hash = recordsOptionsHash(plan, options);
-  // A plain CSV read as bytes can start at the checkpoint's byte offset.
-  const seekable = plan.bytes && !plan.gzip;
-  const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal, seekable);
+  const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal, seekable(plan));
   const scan = resumed ? validatedScan(resumed.total) : await scanSource(plan, record);
   if (scan === null) return { ...(await storedState(plan)), stopped: 'signal' };
   const ddl = plan.creating ? await createStatement(plan.db, plan.creating, plan.key) : null;
@@ -546,7 +554,7 @@ async function writeSource(
   const ended = await pipeline.run(
     async () => {
       // A resume of a validated file starts at the checkpoint's byte offset, where the digest pass recorded it.
-      const from = seek !== null && seek.index === nextIndex ? await csvStart(plan, record, seek) : undefined;
+      const from = seek !== null && seek.index === nextIndex ? await startOf(plan, record, seek) : undefined;
       const onBytes = (read: number) => (pipeline.bytes = read);
       const blocks = verifiedBlocks(plan.path, record, batch, { onBytes, ...(from ? { at: from.offset } : {}) });
       // Pass 1 found the repeated keys: pass 2 needs no key of its own.
@@ -585,8 +593,9 @@ async function writeSource(
   return { ...ended, skipped: result.skipped, invalid: result.invalid };
 }
 
-/** Where pass 2 starts reading in the middle of a CSV: the header and delimiter from its first record, and the checkpoint. */
-async function csvStart(plan: Plan, record: SourceRecord, seek: { index: number; offset: number }): Promise<CsvStart> {
+/** Where pass 2 starts reading in the middle of the file; a CSV's header and delimiter come from its first record. */
+async function startOf(plan: Plan, record: SourceRecord, seek: { index: number; offset: number }): Promise<SourceStart> {
+  if (!plan.bytes) return seek;
   const first = decoded(verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }), plan.gzip);
   const { record: names, delimiter } = await csvHeading(first, plan.csv);
   return { header: plan.csv.columns ?? csvHeader(names), delimiter, index: seek.index, offset: seek.offset };

@@ -14,6 +14,8 @@ export interface SourceItem {
   fields: Record<string, unknown> | null;
   /** Why the row is invalid as a record (not an object, ragged, malformed JSON), or null. */
   problem: { field: string | null; reason: string } | null;
+  /** The byte offset in the file right after the row, where a reader can start for the next one (JSON and NDJSON readers). */
+  end?: number;
 }
 
 /** How a CSV file is read (records mode); each character option is one character, not a line break. */
@@ -78,30 +80,56 @@ export function nullTextsOf(nullIf: string[] | undefined, csv: CsvOptions): Null
   return new Set([...(nullIf ?? []), ...(csv.null === undefined ? [] : [csv.null])]);
 }
 
-/** The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. */
+/**
+ * Where a JSON or NDJSON reader starts in the middle of a file: right after row `index - 1`, at
+ * byte `offset` (a row's `end`), the blocks given from there on.
+ */
+export interface JsonStart {
+  index: number;
+  offset: number;
+}
+
+/**
+ * The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. JSON
+ * and NDJSON rows carry their `end` offset, and those readers can start at one (`from`).
+ */
 export function readRecords(
   format: ImportFormat,
   blocks: AsyncIterable<Buffer>,
   csv: CsvOptions,
   nulls: NullTexts = null,
+  from?: JsonStart,
 ): AsyncGenerator<SourceItem[]> {
   switch (format) {
     case 'json':
-      return jsonArrayRecords(blocks, nulls);
+      return jsonArrayRecords(blocks, nulls, from);
     case 'ndjson':
-      return ndjsonRecords(blocks, nulls);
+      return ndjsonRecords(blocks, nulls, from);
     case 'csv':
       return csvRecords(blocks, csv, nulls);
   }
 }
 
-/** Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. */
-async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined, resume?: CsvResume): AsyncGenerator<string> {
-  const decoder = new Utf8Text(resume?.offset);
-  let first = resume === undefined;
+/**
+ * Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. `origin`
+ * is the byte offset of the first text: `start`, the offset of the first block (which then has no
+ * BOM to look for), or 3 after a BOM.
+ */
+async function* utf8Texts(
+  blocks: AsyncIterable<Buffer>,
+  at: () => number | undefined,
+  start?: number,
+  origin: { bytes: number } = { bytes: 0 },
+): AsyncGenerator<string> {
+  const decoder = new Utf8Text(start);
+  let first = start === undefined;
+  origin.bytes = start ?? 0;
   const invalid = (offset: number) => new InvalidInputError(`The file is not valid UTF-8 (byte ${offset}).`, at());
   for await (let block of blocks) {
-    if (first && startsWithBom(block)) block = block.subarray(3);
+    if (first && startsWithBom(block)) {
+      block = block.subarray(3);
+      origin.bytes = 3;
+    }
     first = false;
     const { text, invalidAt } = decoder.write(block);
     yield text;
@@ -137,13 +165,36 @@ function jsonItem(index: number, raw: string, nulls: NullTexts): SourceItem {
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
+/** Counts the bytes of a stream's text up to a position, one block's text at a time, each character once. */
+class ByteCounter {
+  private text = '';
+  private counted = 0;
+
+  constructor(private bytes: number) {}
+
+  /** The next block's text; `offset` of positions in it from now on. */
+  next(text: string): void {
+    this.bytes += Buffer.byteLength(this.text.slice(this.counted));
+    this.text = text;
+    this.counted = 0;
+  }
+
+  /** The byte offset of position `at` of the current text (positions asked for only grow). */
+  offset(at: number): number {
+    this.bytes += Buffer.byteLength(this.text.slice(this.counted, at));
+    this.counted = at;
+    return this.bytes;
+  }
+}
+
 /**
  * The items of a top-level JSON array, each cut out by bracket depth and parsed on its own, so a
- * malformed item is an invalid row while the array around it stays readable.
+ * malformed item is an invalid row while the array around it stays readable. From `from`, the
+ * reader starts right after an item, inside the array.
  */
-async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts): AsyncGenerator<SourceItem[]> {
-  let index = 0;
-  let started = false;
+async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts, from?: JsonStart): AsyncGenerator<SourceItem[]> {
+  let index = from?.index ?? 0;
+  let started = from !== undefined;
   let ended = false;
   let expectItem = false;
   let inItem = false;
@@ -155,11 +206,17 @@ async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts
   const fail = (what: string): never => {
     throw new InvalidInputError(`Invalid JSON: ${what}.`, started && !ended ? index : undefined);
   };
-  for await (const text of utf8Texts(blocks, () => index)) {
+  const origin = { bytes: 0 };
+  let bytes: ByteCounter | null = null;
+  for await (const text of utf8Texts(blocks, () => index, from?.offset, origin)) {
+    bytes ??= new ByteCounter(origin.bytes);
+    bytes.next(text);
     const items: SourceItem[] = [];
     let itemStart = 0;
     const endItem = (end: number) => {
-      items.push(jsonItem(index++, (partial + text.slice(itemStart, end)).trim(), nulls));
+      const item = jsonItem(index++, (partial + text.slice(itemStart, end)).trim(), nulls);
+      item.end = bytes!.offset(end);
+      items.push(item);
       partial = '';
       inItem = false;
       expectItem = false;
@@ -221,20 +278,29 @@ async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts
   if (!ended) fail('the input ends before the array is complete');
 }
 
-/** One JSON object per line; blank lines are ignored, CRLF accepted, `index` counts non-blank lines. */
-async function* ndjsonRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts): AsyncGenerator<SourceItem[]> {
-  let index = 0;
+/**
+ * One JSON object per line; blank lines are ignored, CRLF accepted, `index` counts non-blank
+ * lines. A row ends after its line break; from `from`, the reader starts at a line's start.
+ */
+async function* ndjsonRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts, start?: JsonStart): AsyncGenerator<SourceItem[]> {
+  let index = start?.index ?? 0;
   let partial = '';
-  const line = (items: SourceItem[], text: string) => {
+  const origin = { bytes: 0 };
+  let bytes: ByteCounter | null = null;
+  const line = (items: SourceItem[], text: string, end: number) => {
     const raw = text.endsWith('\r') ? text.slice(0, -1) : text;
     if (raw.trim().length === 0) return;
-    items.push(jsonItem(index++, raw, nulls));
+    const item = jsonItem(index++, raw, nulls);
+    item.end = bytes!.offset(end);
+    items.push(item);
   };
-  for await (const text of utf8Texts(blocks, () => index)) {
+  for await (const text of utf8Texts(blocks, () => index, start?.offset, origin)) {
+    bytes ??= new ByteCounter(origin.bytes);
+    bytes.next(text);
     const items: SourceItem[] = [];
     let from = 0;
     for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', from)) {
-      line(items, partial + text.slice(from, newline));
+      line(items, partial + text.slice(from, newline), newline + 1);
       partial = '';
       from = newline + 1;
     }
@@ -242,7 +308,9 @@ async function* ndjsonRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts): 
     yield items;
   }
   const items: SourceItem[] = [];
-  line(items, partial);
+  bytes ??= new ByteCounter(origin.bytes);
+  bytes.next('');
+  line(items, partial, 0);
   yield items;
 }
 
@@ -269,7 +337,7 @@ function csvParser(blocks: AsyncIterable<Buffer>, csv: CsvOptions, at: () => num
     raw: true,
     ...(resume?.delimiter ? { record_delimiter: resume.delimiter } : {}),
   });
-  const source = Readable.from(utf8Texts(blocks, at, resume), { objectMode: false });
+  const source = Readable.from(utf8Texts(blocks, at, resume?.offset), { objectMode: false });
   source.on('error', (error) => parser.destroy(error));
   source.pipe(parser);
   return { parser, source };

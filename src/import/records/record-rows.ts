@@ -52,6 +52,7 @@ export function itemGroup(items: SourceItem[], rows: RecordRows): RowGroup {
     raw: (r) => items[r].raw,
     evaluate: (r) => rows.evaluate(items[r]),
     copies: false,
+    end: (r) => items[r].end ?? null,
   };
 }
 
