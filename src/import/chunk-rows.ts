@@ -1,6 +1,6 @@
 import { CopyBinary, type CopyRows, skipCopyRows } from '../dialect';
 import type { CsvSpans } from './csv-records';
-import { csvData, type CsvDataStart, type CsvHeader, csvRowOf } from './csv-rows';
+import { type CsvData, csvData, type CsvDataStart, type CsvHeader, csvRowOf } from './csv-rows';
 import { type ImportFormat, readRows } from './read-rows';
 import type { Row } from './row';
 
@@ -9,7 +9,7 @@ export interface TakenRows {
   start: number;
   rows: Row[];
   copy: CopyRows | null;
-  /** The byte offset of the source row after the chunk, where the reader knew it (CSV on the bulk path). */
+  /** The byte offset of the source row after the chunk, where the reader knew it (a CSV). */
   nextOffset: number | null;
 }
 
@@ -105,7 +105,8 @@ export class ChunkRows {
  * Reads the source's rows into `chunk` — CSV records straight to COPY rows when it copies — the
  * rows before `from()` skipped. After each row `at` for which `chunkEnds(at)` holds, `chunkEnded()`
  * says whether to read on. False when it stopped the reading, true at the end of the source.
- * `checked` wraps the reader (pass 2: a row error there means the file changed).
+ * `checked` wraps the reader (pass 2: a row error there means the file changed). A CSV is read
+ * from `start` when given, and each chunk keeps the byte offset of the row after it.
  */
 export async function fillChunks(
   format: ImportFormat,
@@ -117,12 +118,15 @@ export async function fillChunks(
   checked: <T>(items: AsyncGenerator<T>) => AsyncGenerator<T> = (items) => items,
   start?: CsvDataStart,
 ): Promise<boolean> {
-  if (format === 'csv' && chunk.copying) {
-    for await (const { spans, from: first, index, header } of checked(csvData(blocks, start))) {
+  if (format === 'csv') {
+    const groups = chunk.copying ? csvData(blocks, start) : csvRowGroups(csvData(blocks, start));
+    for await (const group of checked<CsvData & { rows?: Row[] }>(groups)) {
+      const { spans, from: first, index, header, rows } = group;
       for (let r = first; r < spans.count; r++) {
         const at = index + r - first;
         if (at < from()) continue;
-        chunk.addCsv(spans, r, header, at);
+        if (rows) chunk.add(rows[r - first], at);
+        else chunk.addCsv(spans, r, header, at);
         if (chunkEnds(at)) {
           chunk.nextOffset = spans.endOffset(r);
           if (!(await chunkEnded())) return false;
@@ -142,4 +146,13 @@ export async function fillChunks(
     }
   }
   return true;
+}
+
+/** The groups of `csvData` with their records as rows (INVALID_INPUT on the first bad one, as `csvRows`). */
+async function* csvRowGroups(groups: AsyncGenerator<CsvData>): AsyncGenerator<CsvData & { rows: Row[] }> {
+  for await (const group of groups) {
+    const rows: Row[] = [];
+    for (let r = group.from; r < group.spans.count; r++) rows.push(csvRowOf(group.spans, r, group.header, group.index + r - group.from));
+    yield { ...group, rows };
+  }
 }

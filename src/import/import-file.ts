@@ -171,8 +171,8 @@ export async function importFile<R = Row>(
   if (held) return { ...(await storedState(db, batch)), stopped: held };
   const bulk = !handler && bulkPathOf(db);
   const hash = optionsHash({ rows: 'id/value', format, gzip, builtInTable: !handler });
-  // A plain CSV on the bulk path can start at the checkpoint's byte offset.
-  const seekable = bulk && format === 'csv' && !gzip;
+  // A plain CSV can start at the checkpoint's byte offset.
+  const seekable = format === 'csv' && !gzip;
   const pass1: { record: SourceRecord; total: number; preloaded?: Preloaded | null; seek?: ValidatedResume['seek'] } | null =
     (await validatedResume(db, batch, path, hash, signal, seekable)) ??
     (await validateWithPreload(db, batch, path, format, gzip, size, bulk, options));
@@ -228,7 +228,7 @@ export async function importFile<R = Row>(
             () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows),
             gzip ? null : taken.nextOffset,
           )
-        : commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler),
+        : commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler, gzip ? null : taken.nextOffset),
   });
   const submit = () => pipeline.submit((from) => chunk.take(from));
   const full = (at: number) => chunk.count === size && pipeline.endsBefore(at);
@@ -556,12 +556,14 @@ async function commitChunk(
   start: number,
   rows: Row[],
   handler: ImportFileOptions['handler'],
+  nextOffset: number | null,
 ): Promise<ChunkOutcome> {
   let inserting = false;
   try {
     return await transact(db, async (tx): Promise<ChunkOutcome> => {
       // The usual case in one statement: the checkpoint is at `start`, so advance it (and hold its lock).
-      if (!(await advanceImport(tx, batch, digest, start, start + rows.length))) {
+      const counts = { rows: rows.length, skipped: 0, nextOffset };
+      if (!(await advanceImport(tx, batch, digest, start, start + rows.length, counts))) {
         return notAtStart(batch, digest, start, await lockImport(tx, batch));
       }
       if (handler) {
