@@ -240,6 +240,12 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
     });
 
     it('waits while paused with whilePaused: wait, until resumed', async () => {
+      const listening = () =>
+        count(
+          db.ds,
+          `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle' AND query = 'LISTEN "checkpoint_control"'`,
+        );
+      if (DRIVER === 'postgres') expect(await listening(), 'a listener left by an earlier test').to.equal(0);
       const log = new SqlLog();
       const watched = DRIVER === 'sqlite' ? db.ds : await db.open({ logger: log });
       const { source } = numbers(30);
@@ -254,6 +260,10 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       if (DRIVER !== 'sqlite') {
         // The waiting call reads its state once a second: once it has, it is waiting.
         while (reads() === 0) await new Promise((resolve) => setImmediate(resolve));
+      }
+      if (DRIVER === 'postgres') {
+        // And it listens: its LISTEN connection is a new session, which a loaded server may take over a second to start.
+        while ((await listening()) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
       }
       resumedAt = Date.now();
       expect(await resume(db.ds, 'waiting')).to.equal(true);
