@@ -23,7 +23,7 @@ import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, isTsv, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
-import { Preload, type Preloaded, worthPreloading } from './preload';
+import { idValueRows, Preload, type Preloaded, worthPreloading } from './preload';
 import { optionsHash, type ValidatedResume, validatedResume } from './resume';
 import { type CsvDataStart, headerOf } from './csv-rows';
 import { csvHeading } from './records/record-readers';
@@ -276,8 +276,12 @@ async function validateWithPreload(
   options: { handler?: unknown; signal?: AbortSignal; durable?: boolean },
 ): Promise<{ record: SourceRecord; total: number; preloaded?: Preloaded | null } | null> {
   const record = newSourceRecord();
-  const preload = bulk && holdsConnection(db) && (await worthPreloading(path)) ? await Preload.open(dataSourceOf(db), batch, size) : null;
-  preload?.start(path, format, gzip, record);
+  const dataSource = dataSourceOf(db);
+  const preload =
+    bulk && holdsConnection(db) && (await worthPreloading(path))
+      ? await Preload.open(dataSource, batch, size, idValueRows(dataSource, batch, format, size))
+      : null;
+  preload?.start(path, record, { gzip, reuseBuffer: format === 'csv' && !gzip });
   let total: number | null;
   try {
     total = await validateSource(path, format, gzip, record, batch, !options.handler, options.signal);
@@ -292,7 +296,7 @@ async function validateWithPreload(
     await preload?.abandon();
     return null;
   }
-  const preloaded = preload ? await commitPreload(preload, batch, record.digest, total, options.durable === true) : null;
+  const preloaded = preload ? await preload.committed(record.digest, total, options.durable === true) : null;
   return { record, total, preloaded };
 }
 
@@ -493,18 +497,6 @@ function bulkCommitter(
 function holdsConnection(db: Db): boolean {
   const isolation = (dataSourceOf(db).options as { isolationLevel?: string }).isolationLevel;
   return !joinsTransaction(db) && isolation === undefined;
-}
-
-/** Commits what `preload` loaded during pass 1, as one `checkpoint.import.chunk` span; null when nothing was. */
-async function commitPreload(preload: Preload, batch: string, digest: string, total: number, durable: boolean): Promise<Preloaded | null> {
-  return traced('import.chunk', { job: batch }, async (span) => {
-    const preloaded = await preload.commit(digest, total, durable);
-    if (preloaded) {
-      span.set({ index: preloaded.from });
-      span.committed(preloaded.next - preloaded.from, true);
-    }
-    return preloaded;
-  });
 }
 
 /**

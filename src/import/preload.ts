@@ -1,8 +1,11 @@
 import { stat } from 'node:fs/promises';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError } from '../core/errors';
+import { traced } from '../core/telemetry';
 import { dialectOf } from '../dialect';
 import { beginIn } from './begin';
+import { stopFor } from '../control/job-state';
+import type { CopyRows } from '../dialect';
 import { ChunkRows, fillChunks } from './chunk-rows';
 import { advanceImport, ITEM_COLUMNS, ITEMS, readImport, rollbackQuietly } from './import-store';
 import type { ImportFormat } from './read-rows';
@@ -39,8 +42,53 @@ export async function worthPreloading(path: string): Promise<boolean> {
 }
 
 /**
- * Pass 2 begun during pass 1, for the built-in table on PostgreSQL's bulk path when the import
- * opens its own transactions. Pass 1 (one Node thread) is several times faster than the server
+ * What a preload reads and where it copies it: the id/value rows into the built-in table
+ * (`idValueRows`), or records into their target (records mode).
+ */
+export interface PreloadRows {
+  /**
+   * Reads the rows from row `from` on out of `blocks` as COPY rows; after each chunk of `size` rows,
+   * `chunkEnded()` says whether to read on. False when reading stopped before the file's end (or a
+   * row pass 1 will reject), true at the end of the file.
+   */
+  read(blocks: AsyncGenerator<Buffer>, from: number, chunkEnded: () => Promise<boolean>): Promise<boolean>;
+  /** Rows read and not taken yet. */
+  readonly count: number;
+  /** Their bytes. */
+  readonly byteLength: number;
+  /** The rows read since the last take. */
+  take(): CopyRows;
+  /** Copies `rows` in one statement on the preload's connection, in its transaction. */
+  copy(runner: QueryRunner, rows: CopyRows): Promise<void>;
+}
+
+/** The id/value rows of a file in `format`, as binary COPY rows of the built-in table. */
+export function idValueRows(dataSource: DataSource, batch: string, format: ImportFormat, size: number): PreloadRows {
+  const chunk = new ChunkRows(Buffer.from(batch), 2);
+  return {
+    read: (blocks, from, chunkEnded) =>
+      fillChunks(
+        format,
+        blocks,
+        chunk,
+        () => from,
+        (at) => (at + 1 - from) % size === 0,
+        chunkEnded,
+      ),
+    get count() {
+      return chunk.count;
+    },
+    get byteLength() {
+      return chunk.byteLength;
+    },
+    take: () => chunk.take(chunk.start)!.copy!,
+    copy: (runner, rows) => dialectOf(dataSource).copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { binary: true, statementRows: rows.rows }),
+  };
+}
+
+/**
+ * Pass 2 begun during pass 1, on PostgreSQL's bulk path when the import opens its own
+ * transactions: the id/value rows into the built-in table, or records into their target. Pass 1 (one Node thread) is several times faster than the server
  * inserts rows, so the server would idle through it: instead, the rows pass 1 has read are copied
  * into `checkpoint_import_items` in ONE transaction, held open — nothing committed, nothing
  * visible — until pass 1 has validated the whole file. Then, with the checkpoint advanced over
@@ -67,6 +115,7 @@ export class Preload {
     private readonly batch: string,
     private readonly from: number,
     private readonly size: number,
+    private readonly rows: PreloadRows,
   ) {}
 
   /**
@@ -74,14 +123,14 @@ export class Preload {
    * complete, or when the database cannot be reached now: the import goes on without a preload,
    * and its own statements report the problem.
    */
-  static async open(dataSource: DataSource, batch: string, size: number): Promise<Preload | null> {
+  static async open(dataSource: DataSource, batch: string, size: number, rows: PreloadRows): Promise<Preload | null> {
     const runner = dataSource.createQueryRunner();
     try {
       const stored = await readImport(runner.manager, batch);
       const from = stored ? Number(stored.next_index) : 0;
-      if (!stored || stored.total_rows === null || from < Number(stored.total_rows)) {
+      if ((!stored || stored.total_rows === null || from < Number(stored.total_rows)) && !(stored && stopFor(stored))) {
         await runner.query('BEGIN');
-        return new Preload(dataSource, runner, batch, from, size);
+        return new Preload(dataSource, runner, batch, from, size, rows);
       }
     } catch {
       // As without a preload (see above).
@@ -91,39 +140,43 @@ export class Preload {
   }
 
   /** Starts reading the file beside pass 1 (each block once pass 1 has read it) and copying its rows. */
-  start(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord): void {
-    this.loading = this.load(path, format, gzip, record).catch(() => {
+  start(path: string, record: SourceRecord, reading: { gzip: boolean; reuseBuffer: boolean }): void {
+    this.loading = this.load(path, record, reading).catch(() => {
       // A row the database refused, a file changed under it…: the import goes on without the
       // preload, and pass 2 meets (and reports) the same problem.
       this.failed = true;
     });
   }
 
-  private async load(path: string, format: ImportFormat, gzip: boolean, record: SourceRecord): Promise<void> {
+  /** `reuseBuffer`: the reader copies what it keeps of a block, so the blocks can share two buffers. */
+  private async load(path: string, record: SourceRecord, { gzip, reuseBuffer }: { gzip: boolean; reuseBuffer: boolean }): Promise<void> {
     const onBytes = (read: number) => (this.read = read);
-    const raw = verifiedBlocks(path, record, this.batch, { follow: true, reuseBuffer: format === 'csv' && !gzip, onBytes });
+    const raw = verifiedBlocks(path, record, this.batch, { follow: true, reuseBuffer, onBytes });
     const blocks = gzip ? gunzipped(raw) : raw;
     const group = this.size * Math.max(1, Math.floor(GROUP_ROWS / this.size));
-    const chunk = new ChunkRows(Buffer.from(this.batch), 2);
+    const rows = this.rows;
     // At a chunk's end: sends the group when it is full or the preload is to stop; false to stop reading.
     const chunkEnded = async (): Promise<boolean> => {
-      if (chunk.count < group && chunk.byteLength < GROUP_BYTES && !this.stopping) return !this.failed;
-      await this.send(chunk);
+      if (rows.count < group && rows.byteLength < GROUP_BYTES && !this.stopping) return !this.failed;
+      await this.send();
       return !this.stopping && !this.failed;
     };
-    const chunkEnds = (at: number) => (at + 1 - this.from) % this.size === 0;
-    if (!(await fillChunks(format, blocks, chunk, () => this.from, chunkEnds, chunkEnded))) return;
+    if (!(await rows.read(blocks, this.from, chunkEnded))) {
+      // Stopped, or at a row pass 1 rejects: whatever was read after the last chunk stays out.
+      if (!this.stopping) this.failed = true;
+      return;
+    }
     // The end of the file before pass 1's: once pass 1 has accepted all of it (or not), its last rows too.
     await recordingEnd(record);
-    await this.send(chunk);
+    await this.send();
   }
 
-  /** Copies the chunk's rows in one statement, queued behind the one before (one in flight while the next is read). */
-  private async send(chunk: ChunkRows): Promise<void> {
+  /** Copies the rows read in one statement, queued behind the one before (one in flight while the next is read). */
+  private async send(): Promise<void> {
     if (this.copies.length >= 2) await this.copies.shift();
-    if (this.failed || chunk.count === 0) return;
-    const rows = chunk.take(chunk.start)!.copy!;
-    const copy = dialectOf(this.dataSource).copyRows!(this.runner, ITEMS, ITEM_COLUMNS, rows, { binary: true, statementRows: rows.rows });
+    if (this.failed || this.rows.count === 0) return;
+    const rows = this.rows.take();
+    const copy = this.rows.copy(this.runner, rows);
     this.copies.push(
       copy.catch(() => {
         this.failed = true;
@@ -146,17 +199,19 @@ export class Preload {
    * Pass 1 accepted the file (`digest`, `total` rows): begins or resumes the import in the
    * preload's transaction, advances the checkpoint over the preloaded rows and commits them
    * (asynchronously when they do not end the file, unless `durable`). Null, nothing committed,
-   * when there was nothing to commit or the preload must give way (see the class); the stored
-   * import of another file is FINGERPRINT_MISMATCH, as `beginIn` says, with nothing committed.
+   * when there was nothing to commit or the preload must give way (see the class), or the batch was
+   * paused or cancelled meanwhile; the stored import of another file is FINGERPRINT_MISMATCH, as
+   * `beginIn` says, with nothing committed. `validated`: the options hash pass 1 validated with.
    */
-  async commit(digest: string, total: number, durable: boolean): Promise<Preloaded | null> {
+  async commit(digest: string, total: number, durable: boolean, validated?: string | null): Promise<Preloaded | null> {
     try {
       if (!(await this.settle()) || this.sent === 0) return await this.rollback();
       const tx = this.runner.manager;
-      const row = await beginIn(tx, this.batch, digest, total);
+      const row = await beginIn(tx, this.batch, digest, total, validated);
       const next = this.from + this.sent;
       if (
         Number(row.next_index) !== this.from ||
+        stopFor(row) !== undefined ||
         !(await advanceImport(tx, this.batch, digest, this.from, next, { rows: this.sent, skipped: 0, chunks: this.chunks }))
       ) {
         return await this.rollback();
@@ -172,6 +227,18 @@ export class Preload {
     } finally {
       await this.runner.release();
     }
+  }
+
+  /** `commit` as one `checkpoint.import.chunk` span (when anything was committed). */
+  committed(digest: string, total: number, durable: boolean, validated?: string | null): Promise<Preloaded | null> {
+    return traced('import.chunk', { job: this.batch }, async (span) => {
+      const preloaded = await this.commit(digest, total, durable, validated);
+      if (preloaded) {
+        span.set({ index: preloaded.from });
+        span.committed(preloaded.next - preloaded.from, true);
+      }
+      return preloaded;
+    });
   }
 
   /** Pass 1 rejected the file or was stopped: nothing of the preload stays. */

@@ -1,6 +1,6 @@
 import type { EntityManager, EntityTarget, QueryRunner } from 'typeorm';
 import { DatabaseError, InvalidArgumentError, InvalidInputError } from '../../core/errors';
-import type { Progress } from '../../core/progress';
+import { progressSince, type Progress } from '../../core/progress';
 import { dataSourceOf, type Db, joinsTransaction, transact } from '../../core/transaction';
 import {
   binaryWire,
@@ -20,7 +20,9 @@ import { DuplicateIds } from '../duplicate-ids';
 import { optionsHash, type ValidatedResume, validatedResume } from '../resume';
 import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
-import { newSourceRecord, recordedBlocks, type SourceRecord, verifiedBlocks } from '../source-blocks';
+import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from '../source-blocks';
+import { Preload, type Preloaded, worthPreloading } from '../preload';
+import { preloadRecords } from './preload-records';
 import type { StorableValues } from './column-values';
 import { csvCopyGroups, type CsvStart, readsAsBytes } from './csv-copy-rows';
 import {
@@ -317,7 +319,24 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   // A resume of a batch validated with the same options and file: pass 1 is only the digest.
   const hash = recordsOptionsHash(plan, options);
   const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal, seekable(plan));
-  const scan = resumed ? validatedScan(resumed.total) : await scanSource(plan, record);
+  // Rows loaded beside pass 1 (Preload), committed with their checkpoint once it accepted the file.
+  const preload = resumed ? null : await preloadFor(plan, record);
+  let scan: Scan | null;
+  let preloaded: Preloaded | null = null;
+  if (resumed) scan = validatedScan(resumed.total);
+  else {
+    try {
+      scan = await scanSource(plan, record);
+    } catch (error) {
+      recordingEnded(record);
+      await preload?.abandon();
+      throw error;
+    }
+    // However pass 1 ended, a preload following it stops waiting for its blocks.
+    recordingEnded(record);
+    if (preload && (scan === null || scan.invalid > 0 || scan.skipped > 0)) await preload.abandon();
+    else if (preload) preloaded = await preload.committed(record.digest, scan!.total, plan.durable, hash);
+  }
   if (scan === null) return { ...(await storedState(plan)), stopped: 'signal' };
   const ddl = plan.creating ? await createStatement(plan.db, plan.creating, plan.key) : null;
   const created = ddl === null ? {} : { created: { ddl } };
@@ -333,8 +352,41 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
     validated = recordsOptionsHash(plan, options);
   }
   // Pass 2 leaves out the repeats of a key pass 1 found: a resume needs pass 1 again then.
-  const written = await writeSource(plan, resumed?.record ?? record, scan, scan.duplicates.length === 0 ? validated : null, resumed?.seek);
+  const written = await writeSource(
+    plan,
+    resumed?.record ?? record,
+    scan,
+    scan.duplicates.length === 0 ? validated : null,
+    resumed?.seek,
+    preloaded,
+  );
   return { ...written, ...created };
+}
+
+/**
+ * A preload for pass 1 (see `Preload`): a plain CSV read as bytes `into` a table by COPY on a
+ * connection the import holds, whose pass 1 accepts the file whole or not at all (no invalid rows
+ * to skip, no `map`), larger than `PRELOAD_MIN_BYTES`; null otherwise.
+ */
+async function preloadFor(plan: Plan, record: SourceRecord): Promise<Preload | null> {
+  const dataSource = dataSourceOf(plan.db);
+  const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
+  const fits =
+    plan.bytes &&
+    !plan.gzip &&
+    !plan.check &&
+    !plan.lenient &&
+    !plan.creating &&
+    plan.target !== null &&
+    !plan.conflict &&
+    dialectOf(dataSource).copyRows !== undefined &&
+    !joinsTransaction(plan.db) &&
+    isolation === undefined;
+  if (!fits || !(await worthPreloading(plan.path))) return null;
+  const rows = preloadRecords(dataSource, plan.target!, (blocks) => sourceGroups(plan, blocks, false, false), plan.size);
+  const preload = await Preload.open(dataSource, plan.batch, plan.size, rows);
+  preload?.start(plan.path, record, { gzip: false, reuseBuffer: false });
+  return preload;
 }
 
 /** Everything in the options that changes what pass 1 accepts or how pass 2 converts a row. */
@@ -486,12 +538,25 @@ async function writeSource(
   scan: Scan,
   validated: string | null,
   seek: ValidatedResume['seek'] = null,
+  preloaded: Preloaded | null = null,
 ): Promise<RecordsResult> {
   const { db, batch, size, signal } = plan;
   const total = scan.total;
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated));
   const nextIndex = Number(started.next_index);
-  const result: RecordsResult = { batch, digest: record.digest, nextIndex, rows: 0, done: false, skipped: 0, invalid: 0 };
+  const already = preloaded ? { rows: preloaded.next - preloaded.from, chunks: preloaded.chunks } : undefined;
+  const result: RecordsResult = { batch, digest: record.digest, nextIndex, rows: already?.rows ?? 0, done: false, skipped: 0, invalid: 0 };
+  if (preloaded) {
+    const progress = {
+      name: batch,
+      batches: preloaded.chunks,
+      items: result.rows,
+      total,
+      bytes: preloaded.bytes,
+      totalBytes: record.bytes,
+    };
+    plan.onProgress?.(progressSince(plan.control.startedAt, progress));
+  }
   if (nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return { ...result, stopped: 'signal' };
   // Paused or cancelled during pass 1: no chunk goes.
@@ -529,6 +594,7 @@ async function writeSource(
     control: plan.control,
     signal,
     onProgress: plan.onProgress,
+    already,
     async commit(taken, order, span) {
       const last = taken.start + taken.count >= total;
       const committed = await commitChunk(plan, record, taken, last ? undefined : asynchronous, held, order);
