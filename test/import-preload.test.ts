@@ -11,12 +11,11 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { checkpoint, importFile } from '../src';
 import { PRELOAD_MIN_BYTES } from '../src/import/preload';
-import { kill, startChild } from './support/child';
 import { count, DRIVER, q, sql, useTestDatabase } from './support/database';
 import { expectCode } from './support/expect-code';
+import { expectFirstProgress, killDuringPreload } from './support/preload';
 import { SqlLog } from './support/sql-log';
 
-const WORKER = 'test/fixtures/import-worker.ts';
 const ROWS = 300_000;
 const SIZE = 1000;
 
@@ -70,14 +69,7 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
     const [stored] = await importRow('whole');
     // Every chunk is counted, the preloaded ones too.
     expect(Number(stored.chunks)).to.equal(ROWS / SIZE);
-    if (preloads) {
-      expect(progress[0].items).to.be.above(SIZE);
-      expect(progress[0].items % SIZE).to.equal(0);
-      expect(progress[0].batches).to.equal(progress[0].items / SIZE);
-    } else {
-      expect(progress[0]).to.deep.equal({ items: SIZE, batches: 1 });
-    }
-    expect(progress[progress.length - 1].items).to.equal(ROWS);
+    expectFirstProgress(progress, preloads, SIZE, ROWS);
   });
 
   it('reads NDJSON beside pass 1 as it reads CSV', async () => {
@@ -147,30 +139,11 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
         big = join(dir, 'big.csv');
         writeFileSync(big, labCsv(BIG_ROWS, 'big'));
       });
-      const sessions = (batch: string) =>
-        count(database.ds, 'SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1', [batch]);
-      const copying = (batch: string) =>
-        count(
-          database.ds,
-          "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 AND query LIKE 'COPY %'",
-          [batch],
-        );
-
       it('leaves nothing committed; the rerun imports every row once', async function () {
         this.timeout(180_000);
         for (let trial = 0; trial < 3; trial++) {
           const batch = `killed-${trial}`;
-          const child = startChild(WORKER, [`${database.url}?application_name=${batch}`, batch, big, String(SIZE)]);
-          let killed = false;
-          // Killed once a COPY runs while no checkpoint exists: only the preload copies then.
-          while (!killed && child.process.exitCode === null) {
-            if ((await copying(batch)) > 0 && (await checkpoint(database.ds, batch)) === null) {
-              await kill(child);
-              killed = true;
-            }
-          }
-          expect(killed, `${batch}: killed during the preload`).to.equal(true);
-          while ((await sessions(batch)) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+          await killDuringPreload(database.ds, database.url, batch, [big, String(SIZE)]);
           expect(await checkpoint(database.ds, batch)).to.equal(null);
           expect(await items(batch)).to.equal(0);
 

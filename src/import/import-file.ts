@@ -23,7 +23,7 @@ import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, isTsv, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
-import { idValueRows, Preload, type Preloaded, worthPreloading } from './preload';
+import { idValueRows, Preload, type Preloaded, preloadedSoFar, worthPreloading } from './preload';
 import { optionsHash, type ValidatedResume, validatedResume } from './resume';
 import { type CsvDataStart, headerOf } from './csv-rows';
 import { csvHeading } from './records/record-readers';
@@ -183,22 +183,13 @@ export async function importFile<R = Row>(
 
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, fileRows, hash));
   const nextIndex = Number(started.next_index);
-  const already = preloaded ? { rows: preloaded.next - preloaded.from, chunks: preloaded.chunks } : undefined;
+  const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes);
+  const already = soFar?.already;
   const result: ImportFileResult = { batch, digest: record.digest, nextIndex, rows: already?.rows ?? 0, done: false };
   // Paused or cancelled during pass 1: no chunk goes.
   const stop = stopFor(started);
   if (stop && nextIndex < total) return { ...result, stopped: stop };
-  if (preloaded) {
-    const progress = {
-      name: batch,
-      batches: preloaded.chunks,
-      items: result.rows,
-      total,
-      bytes: preloaded.bytes,
-      totalBytes: record.bytes,
-    };
-    onProgress?.(progressSince(startedAt, progress));
-  }
+  if (soFar) onProgress?.(progressSince(startedAt, soFar.progress));
   if (nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return result;
   const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;

@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { FingerprintMismatchError } from '../core/errors';
+import type { Progress } from '../core/progress';
 import { traced } from '../core/telemetry';
 import { dialectOf } from '../dialect';
 import { beginIn } from './begin';
@@ -30,6 +31,20 @@ export interface Preloaded {
   next: number;
   chunks: number;
   bytes: number;
+}
+
+/**
+ * What the preload committed, as the chunk pipeline's `already`, and the one progress report for all
+ * its chunks (`items` and `batches` count this call's rows and chunks, as the pipeline's reports do).
+ */
+export function preloadedSoFar(
+  preloaded: Preloaded,
+  batch: string,
+  total: number,
+  totalBytes: number,
+): { already: { rows: number; chunks: number }; progress: Omit<Progress, 'elapsedMs' | 'rate'> } {
+  const already = { rows: preloaded.next - preloaded.from, chunks: preloaded.chunks };
+  return { already, progress: { name: batch, batches: already.chunks, items: already.rows, total, bytes: preloaded.bytes, totalBytes } };
 }
 
 /** Whether the file is large enough for a preload to gain anything. */

@@ -21,7 +21,7 @@ import { optionsHash, type ValidatedResume, validatedResume } from '../resume';
 import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from '../source-blocks';
-import { Preload, type Preloaded, worthPreloading } from '../preload';
+import { Preload, type Preloaded, preloadedSoFar, worthPreloading } from '../preload';
 import { preloadRecords } from './preload-records';
 import type { StorableValues } from './column-values';
 import { csvCopyGroups, type CsvStart, readsAsBytes } from './csv-copy-rows';
@@ -544,19 +544,10 @@ async function writeSource(
   const total = scan.total;
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated));
   const nextIndex = Number(started.next_index);
-  const already = preloaded ? { rows: preloaded.next - preloaded.from, chunks: preloaded.chunks } : undefined;
+  const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes);
+  const already = soFar?.already;
   const result: RecordsResult = { batch, digest: record.digest, nextIndex, rows: already?.rows ?? 0, done: false, skipped: 0, invalid: 0 };
-  if (preloaded) {
-    const progress = {
-      name: batch,
-      batches: preloaded.chunks,
-      items: result.rows,
-      total,
-      bytes: preloaded.bytes,
-      totalBytes: record.bytes,
-    };
-    plan.onProgress?.(progressSince(plan.control.startedAt, progress));
-  }
+  if (soFar) plan.onProgress?.(progressSince(plan.control.startedAt, soFar.progress));
   if (nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return { ...result, stopped: 'signal' };
   // Paused or cancelled during pass 1: no chunk goes.
