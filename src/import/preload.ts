@@ -103,9 +103,10 @@ export function idValueRows(dataSource: DataSource, batch: string, format: Impor
 
 /**
  * Pass 2 begun during pass 1, on PostgreSQL's bulk path when the import opens its own
- * transactions: the id/value rows into the built-in table, or records into their target. Pass 1 (one Node thread) is several times faster than the server
- * inserts rows, so the server would idle through it: instead, the rows pass 1 has read are copied
- * into `checkpoint_import_items` in ONE transaction, held open — nothing committed, nothing
+ * transactions: the id/value rows into the built-in table, or records into their target (what to
+ * read: `PreloadRows`). Pass 1 (one Node thread) is several times faster than the server inserts
+ * rows, so the server would idle through it: instead, the rows pass 1 has read are copied into
+ * `checkpoint_import_items` (or the target) in ONE transaction, held open — nothing committed, nothing
  * visible — until pass 1 has validated the whole file. Then, with the checkpoint advanced over
  * them, that transaction commits (`commit`): the preloaded chunks commit together, with their
  * checkpoint, exactly once. An invalid file, a stop, an error of the preload's own (a row the
