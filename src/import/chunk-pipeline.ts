@@ -3,7 +3,7 @@ import { isRetryable } from '../core/database-errors';
 import { FingerprintMismatchError, InvalidInputError } from '../core/errors';
 import { progressSince, type Progress } from '../core/progress';
 import { LoopSpans, type SpanScope } from '../core/telemetry';
-import { type Db, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
+import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
 import { AbandonedPipeline } from '../dialect';
 import { stopFor } from '../control/job-state';
 import type { LoopControl } from '../control/loop-control';
@@ -223,4 +223,14 @@ export async function* unchanged<T>(items: AsyncGenerator<T>, batch: string, rec
     if (error instanceof InvalidInputError) throw changedBetweenPasses(batch, record);
     throw error;
   }
+}
+
+/**
+ * Whether the import opens its own transactions on a connection it holds: not inside a caller's
+ * transaction, and no configured isolation level (that applies to TypeORM's transactions, which
+ * `transact` opens).
+ */
+export function holdsConnection(db: Db): boolean {
+  const isolation = (dataSourceOf(db).options as { isolationLevel?: string }).isolationLevel;
+  return !joinsTransaction(db) && isolation === undefined;
 }

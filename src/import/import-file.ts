@@ -30,7 +30,16 @@ import { csvHeading } from './records/record-readers';
 import type { ChunkOrder } from './chunk-in-flight';
 import { ChunkRows, fillChunks, type TakenRows } from './chunk-rows';
 import { decoded, GZIP } from './gunzipped';
-import { ChunkPipeline, type ChunkOutcome, notAtStart, pipelinedWrite, proceedAfter, storedState, unchanged } from './chunk-pipeline';
+import {
+  ChunkPipeline,
+  type ChunkOutcome,
+  holdsConnection,
+  notAtStart,
+  pipelinedWrite,
+  proceedAfter,
+  storedState,
+  unchanged,
+} from './chunk-pipeline';
 import { importRecords, type RecordsOptions, validateRecordsOptions } from './records/import-records';
 import type { RowError, RowErrorGroup } from './records/error-summary';
 import { IMPORTS } from '../control/control-store';
@@ -478,16 +487,6 @@ function bulkCommitter(
 ): BulkCommitter {
   if (!holdsConnection(db)) return sharedCommitter(db, batch, digest, asynchronousBefore);
   return heldCommitter(dataSourceOf(db), batch, digest, asynchronousBefore, signal);
-}
-
-/**
- * Whether the import opens its own transactions on a connection it holds: not inside a caller's
- * transaction, and no configured isolation level (that applies to TypeORM's transactions, which
- * `transact` opens).
- */
-function holdsConnection(db: Db): boolean {
-  const isolation = (dataSourceOf(db).options as { isolationLevel?: string }).isolationLevel;
-  return !joinsTransaction(db) && isolation === undefined;
 }
 
 /**

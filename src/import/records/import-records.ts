@@ -41,6 +41,7 @@ import {
   changedBetweenPasses,
   type ChunkOutcome,
   ChunkPipeline,
+  holdsConnection,
   notAtStart,
   pipelinedWrite,
   proceedAfter,
@@ -334,7 +335,8 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
     }
     // However pass 1 ended, a preload following it stops waiting for its blocks.
     recordingEnded(record);
-    if (preload && (scan === null || scan.invalid > 0 || scan.skipped > 0)) await preload.abandon();
+    // A row the preload could not copy (one pass 1 rejects or `map` skips) already failed it: its commit rolls back.
+    if (preload && scan === null) await preload.abandon();
     else if (preload) preloaded = await preload.committed(record.digest, scan!.total, plan.durable, hash);
   }
   if (scan === null) return { ...(await storedState(plan)), stopped: 'signal' };
@@ -370,23 +372,17 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
  */
 async function preloadFor(plan: Plan, record: SourceRecord): Promise<Preload | null> {
   const dataSource = dataSourceOf(plan.db);
-  const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
-  const fits =
-    plan.bytes &&
-    !plan.gzip &&
-    !plan.check &&
-    !plan.lenient &&
-    !plan.creating &&
-    plan.target !== null &&
-    !plan.conflict &&
-    dialectOf(dataSource).copyRows !== undefined &&
-    !joinsTransaction(plan.db) &&
-    isolation === undefined;
+  const fits = copiesOnHeldConnection(plan) && plan.bytes && !plan.gzip && !plan.check && !plan.lenient && !plan.creating;
   if (!fits || !(await worthPreloading(plan.path))) return null;
   const rows = preloadRecords(dataSource, plan.target!, (blocks) => sourceGroups(plan, blocks, false, false), plan.size);
   const preload = await Preload.open(dataSource, plan.batch, plan.size, rows);
   preload?.start(plan.path, record, { gzip: false, reuseBuffer: false });
   return preload;
+}
+
+/** True when pass 2 writes its chunks by COPY into the target on a connection the import holds (no conflict mode). */
+function copiesOnHeldConnection(plan: Plan): boolean {
+  return plan.target !== null && !plan.conflict && dialectOf(dataSourceOf(plan.db)).copyRows !== undefined && holdsConnection(plan.db);
 }
 
 /** Everything in the options that changes what pass 1 accepts or how pass 2 converts a row. */
@@ -559,12 +555,8 @@ async function writeSource(
   // A plain COPY into the target goes as one round trip per chunk on a connection held for the
   // import, where it opens its own transactions (a configured isolation level is TypeORM's to apply).
   const dataSource = dataSourceOf(db);
-  const isolation = (dataSource.options as { isolationLevel?: string }).isolationLevel;
   let runner: QueryRunner | null = null;
-  const held =
-    plan.target && !plan.conflict && dialectOf(dataSource).copyRows && !joinsTransaction(db) && isolation === undefined
-      ? () => (runner ??= dataSource.createQueryRunner())
-      : null;
+  const held = copiesOnHeldConnection(plan) ? () => (runner ??= dataSource.createQueryRunner()) : null;
   // A CSV whose rows go by COPY on the held connection is written as COPY text as it is read.
   // On the held connection, a chunk is sent while the one before commits (`CopyAround.proceed`).
   const depth = held ? 2 : 1;
