@@ -1,20 +1,13 @@
 // The control plane's cost to a plain eachBatch copy: the same copy run by this tree's library and
-// by the library as it was just before the control plane (pause, resume, cancel, throttle, time
-// slices, estimates) was added, unpacked from git into a scratch folder. Both run in worker
+// by the library as it was just before the control plane (before-control-plane.ts). Both run in worker
 // processes of the same kind against the same database and tables, taking turns round by round.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { type Child, startChild } from '../test/support/child';
+import { BEFORE, ROOT, unpackBefore } from './before-control-plane';
 import { type BenchDriver, createBenchDatabase } from './bench-database';
 import { type BenchResult, result } from './bench-result';
 import { createTables } from './each-batch-bench';
 import { sideBySide } from './timing';
 
-/** The last commit before the control plane: the commit after it (3b326bb) added it, with the work of three sessions. */
-const BEFORE = '9926d7fc1a79dffb9d1f148186b5fb5497851acc';
-const ROOT = join(__dirname, '..');
 const WORKER = 'bench/workers/batch-copy-worker.ts';
 
 export interface ControlCostOptions {
@@ -22,15 +15,6 @@ export interface ControlCostOptions {
   warmups: number;
   repeats: number;
   log: (line: string) => void;
-}
-
-/** The library at BEFORE, unpacked (src, entities, migrations) beside a link to this tree's node_modules. */
-function unpackBefore(): { root: string; remove: () => void } {
-  const root = mkdtempSync(join(tmpdir(), 'ck-before-'));
-  const archive = execFileSync('git', ['archive', BEFORE, 'src', 'entities', 'migrations'], { cwd: ROOT, maxBuffer: 1 << 28 });
-  execFileSync('tar', ['-x', '-C', root], { input: archive });
-  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
-  return { root, remove: () => rmSync(root, { recursive: true, force: true }) };
 }
 
 async function copier(root: string, url: string): Promise<{ run: (job: string) => Promise<number>; close: () => Promise<void> }> {
@@ -51,13 +35,8 @@ async function copier(root: string, url: string): Promise<{ run: (job: string) =
 }
 
 export async function controlCostBench(drivers: BenchDriver[], options: ControlCostOptions): Promise<BenchResult[]> {
-  let before: ReturnType<typeof unpackBefore>;
-  try {
-    before = unpackBefore();
-  } catch (error) {
-    options.log(`  control-plane cost: skipped, commit ${BEFORE.slice(0, 7)} is not in this checkout (${String(error)})`);
-    return [];
-  }
+  const before = unpackBefore(options.log, 'control-plane cost');
+  if (before === null) return [];
   const results: BenchResult[] = [];
   try {
     for (const driver of drivers.filter((d) => d !== 'mysql')) {

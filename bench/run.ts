@@ -20,6 +20,7 @@ import { partitionsBench } from './partitions-bench';
 import { pruneBench } from './prune-bench';
 import { stepBench } from './step-bench';
 import { workersBench } from './workers-bench';
+import { workersCostBench } from './workers-cost-bench';
 
 const SECTIONS = [
   'each-batch',
@@ -94,6 +95,8 @@ async function main(): Promise<void> {
       wakeups: full ? 200 : 50,
       log,
     });
+    log("workers: the control plane's cost to work() (this tree vs the commit before it)…");
+    rows.push(...(await workersCostBench({ files: full ? 20_000 : 2_000, workers: 8, warmups: full ? 3 : 2, repeats: full ? 7 : 9, log })));
     // Judged warm at --full sizes only; the default run's figures are indicative.
     results.push(...(full ? rows : judgedAtFull(rows)));
     save();
