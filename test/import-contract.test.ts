@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import type { DataSource } from 'typeorm';
 import { applyChunk, begin, CheckpointError, checkpoint, importAll, parseRows, runInTransaction, sourceDigest, values } from '../src';
-import { JsonRowScanner } from '../src/import/json-row-scanner';
+import { JsonItemSplitter } from '../src/import/json-items';
+import { RowItems } from '../src/import/json-rows';
 import { count, createTestDatabase, DRIVER, q, sql, type TestDatabase } from './support/database';
 
 const MAX = Number.MAX_SAFE_INTEGER;
@@ -275,11 +276,11 @@ describe(`digest-guarded imports: the lab contract (${DRIVER})`, () => {
 
     it('reads the same rows and errors however the text is split into chunks (property)', () => {
       const scan = (pieces: string[]) => {
-        const scanner = new JsonRowScanner('array');
+        const splitter = new JsonItemSplitter('json', new RowItems('json'));
         try {
-          for (const piece of pieces) scanner.write(piece);
-          scanner.end();
-          return scanner.takeRows();
+          for (const piece of pieces) splitter.write(piece);
+          splitter.end();
+          return splitter.take().items;
         } catch (error) {
           return { code: (error as CheckpointError).code, index: (error as { index?: number }).index };
         }

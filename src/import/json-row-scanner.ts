@@ -32,22 +32,31 @@ const STRING_RUN = /[^"\\\u0000-\u001f]*/y;
 const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
 const LITERALS: Record<string, string> = { t: 'true', f: 'false', n: 'null' };
 
-/** What the `id` or `value` key of the current item held (the last occurrence wins, as in JSON.parse). */
+/** What the `id` or `value` key of the row held (the last occurrence wins, as in JSON.parse). */
 type Field = { kind: 'missing' } | { kind: 'string' | 'number'; text: string } | { kind: 'other'; value: unknown };
 
+const MISSING: Field = { kind: 'missing' };
+
+/** INVALID_INPUT for a JSON syntax error, in item `index` where it lies within one. */
+export function invalidJson(what: string, index?: number): InvalidInputError {
+  return new InvalidInputError(index === undefined ? `Invalid JSON: ${what}.` : `Invalid JSON in item ${index}: ${what}.`, index);
+}
+
+/** INVALID_INPUT for item `index` that is not a JSON object. */
+export function notAnObject(index: number): InvalidInputError {
+  return new InvalidInputError(`Row ${index} must be an object with id and value.`, index);
+}
+
 /**
- * A strict, incremental JSON scanner specialised to rows: it sees each number's source text
- * (Node 20's JSON.parse cannot tell `1` from `1.0`), keeps only the `id` and `value` of each item,
- * and reports errors with the index of the item they occur in. `array` mode reads a top-level
- * array of items (a JSON document); `object` mode reads one item (an NDJSON line, whose index the
- * caller sets).
+ * A strict, incremental JSON scanner specialised to one row: an object read as its text comes (an
+ * item of a JSON array, an NDJSON line), seeing each number's source text (Node 20's JSON.parse
+ * cannot tell `1` from `1.0`), keeping only its `id` and `value`, and reporting errors with the
+ * row's index.
  */
 export class JsonRowScanner {
-  /** Index of the current (or next) item; rows found so far wait in `rows`. */
+  /** Index of the current row (the next one once `row()` took it). */
   index = 0;
-  rows: Row[] = [];
 
-  private readonly itemDepth: number;
   private readonly stack: boolean[] = []; // true: object, false: array
   private expect = VALUE;
   private token = NONE;
@@ -60,41 +69,30 @@ export class JsonRowScanner {
   private literal = '';
   private literalAt = 0;
   private key: string | null = null;
-  private id: Field = { kind: 'missing' };
-  private value: Field = { kind: 'missing' };
+  private id: Field = MISSING;
+  private value: Field = MISSING;
 
-  constructor(private readonly mode: 'array' | 'object') {
-    this.itemDepth = mode === 'array' ? 1 : 0;
-  }
-
-  /** Starts over for the next document (NDJSON: the next line), keeping `index`. */
-  reset(): void {
-    this.stack.length = 0;
+  /** Starts row `index`. */
+  begin(index: number): void {
+    this.index = index;
+    // After a complete row the stack is empty already (setting the length costs a runtime call).
+    if (this.stack.length > 0) this.stack.length = 0;
     this.expect = VALUE;
     this.token = NONE;
     this.text = '';
     this.key = null;
-    this.id = { kind: 'missing' };
-    this.value = { kind: 'missing' };
+    this.id = MISSING;
+    this.value = MISSING;
   }
 
-  /** Hands over the rows completed so far. */
-  takeRows(): Row[] {
-    const rows = this.rows;
-    this.rows = [];
-    return rows;
-  }
-
-  /** The index to report for an error at the current position, if it lies within an item. */
-  errorIndex(): number | undefined {
-    if (this.mode === 'object') return this.index;
-    return this.stack.length >= 1 ? this.index : undefined;
-  }
-
-  write(chunk: string): void {
+  /**
+   * Reads the row's text on from `chunk[from]`: the position right after its closing brace, or -1
+   * when it goes on past the chunk. Only whitespace may follow it (a write after the brace checks).
+   */
+  write(chunk: string, from = 0): number {
     const n = chunk.length;
-    let i = 0;
-    let numberStart = 0;
+    let i = from;
+    let numberStart = from;
     while (i < n) {
       switch (this.token) {
         case STRING: {
@@ -135,7 +133,6 @@ export class JsonRowScanner {
           break;
         }
         case NUMBER: {
-          if (i === 0) numberStart = 0;
           const c = chunk.charCodeAt(i);
           if (this.stepNumber(c)) {
             i++;
@@ -166,20 +163,33 @@ export class JsonRowScanner {
             this.text = '';
           }
           i++;
+          if (this.expect === DONE) return i;
         }
       }
     }
     if (this.token === NUMBER) this.text += chunk.slice(numberStart, n);
+    return -1;
   }
 
-  /** The input is complete: finishes a trailing number and checks that the document is. */
+  /** The input is complete: finishes a trailing number and checks that the row is. */
   end(): void {
     if (this.token === NUMBER) this.endNumber();
     if (this.token !== NONE) this.fail('the input ends inside a string or literal');
-    if (this.expect !== DONE) {
-      if (this.stack.length === 0 && this.mode === 'array') this.fail('the input is empty');
-      this.fail('the input ends before the JSON is complete');
+    if (this.expect !== DONE) this.fail('the input ends before the JSON is complete');
+  }
+
+  /** The row just closed, checked against the rules; the index moves on to the next row. */
+  row(): Row {
+    const index = this.index;
+    const id = checkId(fieldValue(this.id), index);
+    const value = this.value;
+    if (value.kind !== 'number') {
+      const got = value.kind === 'missing' ? 'no value' : describeValue(fieldValue(value));
+      throw new InvalidInputError(`Row ${index}: value must be an integer, got ${got}.`, index);
     }
+    const row = { id, value: integerFromText(value.text, index) };
+    this.index++;
+    return row;
   }
 
   private structural(chunk: string, i: number): void {
@@ -187,15 +197,15 @@ export class JsonRowScanner {
     switch (this.expect) {
       case VALUE:
       case VALUE_OR_CLOSE:
-        if (c === ']' && this.expect === VALUE_OR_CLOSE) return this.close(false);
+        if (c === ']' && this.expect === VALUE_OR_CLOSE) return this.close();
         return this.startValue(c);
       case KEY:
       case KEY_OR_CLOSE:
-        if (c === '}' && this.expect === KEY_OR_CLOSE) return this.close(true);
+        if (c === '}' && this.expect === KEY_OR_CLOSE) return this.close();
         if (c !== '"') this.fail('expected a string key in an object');
         this.token = STRING;
         this.isKey = true;
-        this.keepText = this.stack.length === this.itemDepth + 1;
+        this.keepText = this.stack.length === 1;
         this.text = '';
         return;
       case COLON:
@@ -208,7 +218,7 @@ export class JsonRowScanner {
           this.expect = inObject ? KEY : VALUE;
           return;
         }
-        if (c === (inObject ? '}' : ']')) return this.close(inObject);
+        if (c === (inObject ? '}' : ']')) return this.close();
         return this.fail(`expected ',' or '${inObject ? '}' : ']'}'`);
       }
       default:
@@ -218,14 +228,9 @@ export class JsonRowScanner {
 
   private startValue(c: string): void {
     const depth = this.stack.length;
-    if (depth < this.itemDepth && c !== '[') {
-      throw new InvalidInputError('The top level of the input must be a JSON array of rows.');
-    }
-    if (depth === this.itemDepth && c !== '{') {
-      throw new InvalidInputError(`Row ${this.index} must be an object with id and value.`, this.index);
-    }
+    if (depth === 0 && c !== '{') throw notAnObject(this.index);
     if (c === '{' || c === '[') {
-      if (depth === this.itemDepth + 1) this.setField({ kind: 'other', value: c === '{' ? {} : [] });
+      if (depth === 1) this.setField({ kind: 'other', value: c === '{' ? {} : [] });
       this.stack.push(c === '{');
       this.expect = c === '{' ? KEY_OR_CLOSE : VALUE_OR_CLOSE;
       return;
@@ -233,7 +238,7 @@ export class JsonRowScanner {
     if (c === '"') {
       this.token = STRING;
       this.isKey = false;
-      this.keepText = depth === this.itemDepth + 1 && (this.key === 'id' || this.key === 'value');
+      this.keepText = depth === 1 && (this.key === 'id' || this.key === 'value');
       this.text = '';
       return;
     }
@@ -296,7 +301,7 @@ export class JsonRowScanner {
       this.fail('the input ends inside a number');
     }
     this.token = NONE;
-    if (this.stack.length === this.itemDepth + 1) this.setField({ kind: 'number', text: this.text });
+    if (this.stack.length === 1) this.setField({ kind: 'number', text: this.text });
     this.text = '';
     this.valueDone();
   }
@@ -309,13 +314,13 @@ export class JsonRowScanner {
       this.expect = COLON;
       return;
     }
-    if (this.stack.length === this.itemDepth + 1) this.setField({ kind: 'string', text: this.text });
+    if (this.stack.length === 1) this.setField({ kind: 'string', text: this.text });
     this.text = '';
     this.valueDone();
   }
 
   private scalarValue(value: boolean | null): void {
-    if (this.stack.length === this.itemDepth + 1) this.setField({ kind: 'other', value });
+    if (this.stack.length === 1) this.setField({ kind: 'other', value });
     this.valueDone();
   }
 
@@ -324,34 +329,18 @@ export class JsonRowScanner {
     else if (this.key === 'value') this.value = field;
   }
 
-  private close(isObject: boolean): void {
+  private close(): void {
     this.stack.pop();
-    if (isObject && this.stack.length === this.itemDepth) this.finishItem();
     this.valueDone();
   }
 
   private valueDone(): void {
     this.expect = this.stack.length === 0 ? DONE : COMMA_OR_CLOSE;
-    if (this.stack.length === this.itemDepth + 1) this.key = null;
-  }
-
-  private finishItem(): void {
-    const index = this.index;
-    const id = checkId(fieldValue(this.id), index);
-    const value = this.value;
-    if (value.kind !== 'number') {
-      const got = value.kind === 'missing' ? 'no value' : describeValue(fieldValue(value));
-      throw new InvalidInputError(`Row ${index}: value must be an integer, got ${got}.`, index);
-    }
-    this.rows.push({ id, value: integerFromText(value.text, index) });
-    this.id = { kind: 'missing' };
-    this.value = { kind: 'missing' };
-    this.index++;
+    if (this.stack.length === 1) this.key = null;
   }
 
   private fail(what: string): never {
-    const index = this.errorIndex();
-    throw new InvalidInputError(index === undefined ? `Invalid JSON: ${what}.` : `Invalid JSON in item ${index}: ${what}.`, index);
+    throw invalidJson(what, this.index);
   }
 }
 

@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../core/errors';
-import { JsonRowScanner } from './json-row-scanner';
+import { JsonItemReader } from './json-items';
+import { RowItems } from './json-rows';
 import type { Row } from './row';
-import { startsWithBom, Utf8Text } from './utf8-text';
 
 /** The raw input as bytes: a string is taken as its UTF-8 encoding. */
 export function sourceBytes(raw: Uint8Array | string): Uint8Array {
@@ -10,44 +10,24 @@ export function sourceBytes(raw: Uint8Array | string): Uint8Array {
   throw new InvalidInputError('The input must be a Uint8Array (bytes) or a string.');
 }
 
-/** Feeds bytes of a JSON document to the scanner, failing with the item index where the UTF-8 breaks. */
-export function scanJsonBytes(scanner: JsonRowScanner, decoder: Utf8Text, bytes: Uint8Array): void {
-  const { text, invalidAt } = decoder.write(bytes);
-  scanner.write(text);
-  if (invalidAt >= 0) throw invalidUtf8(scanner, invalidAt);
-}
-
-export function endJsonBytes(scanner: JsonRowScanner, decoder: Utf8Text): void {
-  const invalidAt = decoder.end();
-  if (invalidAt >= 0) throw invalidUtf8(scanner, invalidAt);
-  scanner.end();
-}
-
-function invalidUtf8(scanner: JsonRowScanner, offset: number): InvalidInputError {
-  const index = scanner.errorIndex();
-  return new InvalidInputError(`The input is not valid UTF-8 (byte ${offset}${index === undefined ? '' : `, in item ${index}`}).`, index);
-}
-
 /**
  * Reads a JSON array of rows: each item an object with a non-empty string `id` and an integer
  * `value` (written as an integer, within ±(2^53−1)); no id twice; other keys are dropped. Anything
  * else throws INVALID_INPUT with the offending item's `index` where there is one.
  */
 export function parseRows(raw: Uint8Array | string): Row[] {
-  let bytes = sourceBytes(raw);
-  // Accepted as Python's json.loads accepts it for bytes; the digest still covers it.
-  if (startsWithBom(bytes)) bytes = bytes.subarray(3);
-  const scanner = new JsonRowScanner('array');
-  const decoder = new Utf8Text();
+  const bytes = sourceBytes(raw);
+  // A leading BOM is accepted, as Python's json.loads accepts it for bytes; the digest still covers it.
+  const reader = new JsonItemReader('json', new RowItems('json'));
   let failure: unknown = null;
   try {
-    scanJsonBytes(scanner, decoder, bytes);
-    endJsonBytes(scanner, decoder);
+    reader.write(bytes);
+    reader.end();
   } catch (error) {
     failure = error;
   }
   // The rows read before a failure all come before it: a duplicate among them is the first problem.
-  const rows = scanner.takeRows();
+  const rows = reader.take().items;
   const seen = new Set<string>();
   rows.forEach((row, index) => {
     if (seen.has(row.id)) throw duplicateId(row.id, index);

@@ -1,8 +1,7 @@
 import { extname } from 'node:path';
 import { InvalidArgumentError } from '../core/errors';
 import { csvRows } from './csv-rows';
-import { jsonArrayRows } from './json-array-rows';
-import { ndjsonRows } from './ndjson-rows';
+import { jsonRows } from './json-rows';
 import type { Row } from './row';
 
 /** A source file's format: a JSON array, newline-delimited JSON, or CSV with a header row. */
@@ -39,12 +38,9 @@ export function formatOf(path: string, format: unknown): ImportFormat {
 
 /** The rows of a source in the given format, in groups as they are read; INVALID_INPUT with `index` on the first bad row. */
 export function readRows(format: ImportFormat, blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
-  switch (format) {
-    case 'json':
-      return jsonArrayRows(blocks);
-    case 'ndjson':
-      return ndjsonRows(blocks);
-    case 'csv':
-      return csvRows(blocks);
-  }
+  return format === 'csv' ? csvRows(blocks) : rowsOf(jsonRows(format, blocks));
+}
+
+async function* rowsOf(groups: AsyncGenerator<{ items: Row[] }>): AsyncGenerator<Row[]> {
+  for await (const { items } of groups) yield items;
 }

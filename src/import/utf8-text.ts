@@ -1,8 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 
-/** A chunk decoded by `Utf8Text`: its complete characters, and the absolute offset of the first invalid byte or -1. */
+/** A chunk decoded by `Utf8Text`: its complete characters, the bytes they were, and the absolute offset of the first invalid byte or -1. */
 export interface DecodedChunk {
   text: string;
+  bytes: number;
   invalidAt: number;
 }
 
@@ -33,9 +34,9 @@ export class Utf8Text {
     const complete = this.take(chunk);
     const start = this.offset;
     this.offset += complete.length;
-    if (isUtf8(complete)) return { text: complete.toString('utf8'), invalidAt: -1 };
+    if (isUtf8(complete)) return { text: complete.toString('utf8'), bytes: complete.length, invalidAt: -1 };
     const bad = firstInvalidByte(complete);
-    return { text: complete.toString('utf8', 0, bad), invalidAt: start + bad };
+    return { text: complete.toString('utf8', 0, bad), bytes: bad, invalidAt: start + bad };
   }
 
   /**

@@ -20,6 +20,7 @@ import { DuplicateIds } from '../duplicate-ids';
 import { optionsHash, type ValidatedResume, validatedResume } from '../resume';
 import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
+import type { JsonStart } from '../json-items';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from '../source-blocks';
 import { Preload, type Preloaded, preloadedSoFar, worthPreloading } from '../preload';
 import { preloadRecords } from './preload-records';
@@ -31,7 +32,6 @@ import {
   csvHeading,
   type NullTexts,
   nullTextsOf,
-  type JsonStart,
   readRecords,
   validateCsvOptions,
   validateNullIf,

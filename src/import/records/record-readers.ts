@@ -2,8 +2,9 @@ import { Readable } from 'node:stream';
 import { CsvError, Parser } from 'csv-parse';
 import { InvalidArgumentError, InvalidInputError } from '../../core/errors';
 import type { ImportFormat } from '../read-rows';
+import type { JsonStart } from '../json-items';
 import { startsWithBom, Utf8Text } from '../utf8-text';
-import { JsonNumber, JsonSyntaxError, parseJson } from './json-values';
+import { jsonRecords } from './json-records';
 
 /** One source row of a records import: its fields, or why it is not a record. */
 export interface SourceItem {
@@ -81,15 +82,6 @@ export function nullTextsOf(nullIf: string[] | undefined, csv: CsvOptions): Null
 }
 
 /**
- * Where a JSON or NDJSON reader starts in the middle of a file: right after row `index - 1`, at
- * byte `offset` (a row's `end`), the blocks given from there on.
- */
-export interface JsonStart {
-  index: number;
-  offset: number;
-}
-
-/**
  * The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. JSON
  * and NDJSON rows carry their `end` offset, and those readers can start at one (`from`).
  */
@@ -100,36 +92,19 @@ export function readRecords(
   nulls: NullTexts = null,
   from?: JsonStart,
 ): AsyncGenerator<SourceItem[]> {
-  switch (format) {
-    case 'json':
-      return jsonArrayRecords(blocks, nulls, from);
-    case 'ndjson':
-      return ndjsonRecords(blocks, nulls, from);
-    case 'csv':
-      return csvRecords(blocks, csv, nulls);
-  }
+  return format === 'csv' ? csvRecords(blocks, csv, nulls) : jsonRecords(format, blocks, nulls, from);
 }
 
 /**
- * Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. `origin`
- * is the byte offset of the first text: `start`, the offset of the first block (which then has no
- * BOM to look for), or 3 after a BOM.
+ * Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. From
+ * `start`, the first block is the one at that offset (with no BOM to look for).
  */
-async function* utf8Texts(
-  blocks: AsyncIterable<Buffer>,
-  at: () => number | undefined,
-  start?: number,
-  origin: { bytes: number } = { bytes: 0 },
-): AsyncGenerator<string> {
+async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined, start?: number): AsyncGenerator<string> {
   const decoder = new Utf8Text(start);
   let first = start === undefined;
-  origin.bytes = start ?? 0;
   const invalid = (offset: number) => new InvalidInputError(`The file is not valid UTF-8 (byte ${offset}).`, at());
   for await (let block of blocks) {
-    if (first && startsWithBom(block)) {
-      block = block.subarray(3);
-      origin.bytes = 3;
-    }
+    if (first && startsWithBom(block)) block = block.subarray(3);
     first = false;
     const { text, invalidAt } = decoder.write(block);
     yield text;
@@ -137,181 +112,6 @@ async function* utf8Texts(
   }
   const invalidAt = decoder.end();
   if (invalidAt >= 0) throw invalid(invalidAt);
-}
-
-/** A JSON item or NDJSON line as a record; its string fields equal to a null text are NULL. */
-function jsonItem(index: number, raw: string, nulls: NullTexts): SourceItem {
-  let value: unknown;
-  try {
-    value = parseJson(raw);
-  } catch (error) {
-    if (!(error instanceof JsonSyntaxError)) throw error;
-    return { index, raw, fields: null, problem: { field: null, reason: error.message } };
-  }
-  // A number is parsed as a `JsonNumber` object, which is no record either.
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || value instanceof JsonNumber) {
-    return { index, raw, fields: null, problem: { field: null, reason: 'the row must be a JSON object' } };
-  }
-  const fields = value as Record<string, unknown>;
-  if (nulls !== null) {
-    for (const name of Object.keys(fields)) {
-      const field = fields[name];
-      if (typeof field === 'string' && nulls.has(field)) fields[name] = null;
-    }
-  }
-  return { index, raw, fields, problem: null };
-}
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-
-/** Counts the bytes of a stream's text up to a position, one block's text at a time, each character once. */
-class ByteCounter {
-  private text = '';
-  private counted = 0;
-
-  constructor(private bytes: number) {}
-
-  /** The next block's text; `offset` of positions in it from now on. */
-  next(text: string): void {
-    this.bytes += Buffer.byteLength(this.text.slice(this.counted));
-    this.text = text;
-    this.counted = 0;
-  }
-
-  /** The byte offset of position `at` of the current text (positions asked for only grow). */
-  offset(at: number): number {
-    this.bytes += Buffer.byteLength(this.text.slice(this.counted, at));
-    this.counted = at;
-    return this.bytes;
-  }
-}
-
-/**
- * The items of a top-level JSON array, each cut out by bracket depth and parsed on its own, so a
- * malformed item is an invalid row while the array around it stays readable. From `from`, the
- * reader starts right after an item, inside the array.
- */
-async function* jsonArrayRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts, from?: JsonStart): AsyncGenerator<SourceItem[]> {
-  let index = from?.index ?? 0;
-  let started = from !== undefined;
-  let ended = false;
-  let expectItem = false;
-  let inItem = false;
-  let container = false;
-  let depth = 0;
-  let inString = false;
-  let escaped = false;
-  let partial = '';
-  const fail = (what: string): never => {
-    throw new InvalidInputError(`Invalid JSON: ${what}.`, started && !ended ? index : undefined);
-  };
-  const origin = { bytes: 0 };
-  let bytes: ByteCounter | null = null;
-  for await (const text of utf8Texts(blocks, () => index, from?.offset, origin)) {
-    bytes ??= new ByteCounter(origin.bytes);
-    bytes.next(text);
-    const items: SourceItem[] = [];
-    let itemStart = 0;
-    const endItem = (end: number) => {
-      const item = jsonItem(index++, (partial + text.slice(itemStart, end)).trim(), nulls);
-      item.end = bytes!.offset(end);
-      items.push(item);
-      partial = '';
-      inItem = false;
-      expectItem = false;
-    };
-    for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (inItem) {
-        if (inString) {
-          if (escaped) escaped = false;
-          else if (c === BACKSLASH) escaped = true;
-          else if (c === QUOTE) inString = false;
-          continue;
-        }
-        if (c === QUOTE) {
-          inString = true;
-        } else if (c === 0x7b || c === 0x5b) {
-          depth++;
-        } else if (c === 0x7d || c === 0x5d) {
-          if (depth > 0) {
-            if (--depth === 0 && container) endItem(i + 1);
-            continue;
-          }
-          endItem(i);
-          i--; // the ']' closes the array
-        } else if (depth === 0 && (c === 0x2c || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09)) {
-          endItem(i);
-          i--;
-        }
-        continue;
-      }
-      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
-      if (!started) {
-        if (c !== 0x5b) fail('the top level must be a JSON array of records');
-        started = true;
-        expectItem = true;
-        continue;
-      }
-      if (ended) fail('text after the end of the array');
-      if (c === 0x5d) {
-        if (expectItem && index > 0) fail("expected a record after ','");
-        ended = true;
-        continue;
-      }
-      if (expectItem) {
-        inItem = true;
-        itemStart = i;
-        container = c === 0x7b || c === 0x5b;
-        depth = container ? 1 : 0;
-        inString = c === QUOTE;
-        continue;
-      }
-      if (c === 0x2c) expectItem = true;
-      else fail("expected ',' or ']' after a record");
-    }
-    if (inItem) partial += text.slice(itemStart);
-    yield items;
-  }
-  if (!started) fail('the input is empty; it must be a JSON array of records');
-  if (!ended) fail('the input ends before the array is complete');
-}
-
-/**
- * One JSON object per line; blank lines are ignored, CRLF accepted, `index` counts non-blank
- * lines. A row ends after its line break; from `from`, the reader starts at a line's start.
- */
-async function* ndjsonRecords(blocks: AsyncIterable<Buffer>, nulls: NullTexts, start?: JsonStart): AsyncGenerator<SourceItem[]> {
-  let index = start?.index ?? 0;
-  let partial = '';
-  const origin = { bytes: 0 };
-  let bytes: ByteCounter | null = null;
-  const line = (items: SourceItem[], text: string, end: number) => {
-    const raw = text.endsWith('\r') ? text.slice(0, -1) : text;
-    if (raw.trim().length === 0) return;
-    const item = jsonItem(index++, raw, nulls);
-    item.end = bytes!.offset(end);
-    items.push(item);
-  };
-  for await (const text of utf8Texts(blocks, () => index, start?.offset, origin)) {
-    bytes ??= new ByteCounter(origin.bytes);
-    bytes.next(text);
-    const items: SourceItem[] = [];
-    let from = 0;
-    for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', from)) {
-      line(items, partial + text.slice(from, newline), newline + 1);
-      partial = '';
-      from = newline + 1;
-    }
-    partial += text.slice(from);
-    yield items;
-  }
-  const items: SourceItem[] = [];
-  bytes ??= new ByteCounter(origin.bytes);
-  bytes.next('');
-  line(items, partial, 0);
-  yield items;
 }
 
 const GROUP = 1024;
