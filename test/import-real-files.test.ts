@@ -238,6 +238,22 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
   }
 
   describe('a resume that costs only what is left', () => {
+    /** A JSON array or NDJSON of `items` with a BOM and CRLF line breaks (in the array, a comma before every item but the first). */
+    const jsonSource = (format: 'json' | 'ndjson', items: string[]) =>
+      `\uFEFF${format === 'json' ? `[\r\n${items.join(',\r\n')}\r\n]\r\n` : `${items.join('\r\n')}\r\n`}`;
+    /** The byte offset in `jsonSource` right after item `next - 1`: its line break in NDJSON, its closing brace in the array. */
+    const offsetAfter = (format: 'json' | 'ndjson', items: string[], next: number) =>
+      3 + Buffer.byteLength(format === 'json' ? `[\r\n${items.slice(0, next).join(',\r\n')}` : `${items.slice(0, next).join('\r\n')}\r\n`);
+
+    /** The committed checkpoint of `batch`: its next row, and the byte offset it keeps for that row. */
+    async function storedOffset(batch: string): Promise<{ next: number; offset: number }> {
+      const [row] = (await database.ds.query(sql('SELECT next_index, next_offset FROM checkpoint_imports WHERE id = ?'), [batch])) as {
+        next_index: number | string;
+        next_offset: number | string;
+      }[];
+      return { next: Number(row.next_index), offset: Number(row.next_offset) };
+    }
+
     const towns = (n: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ name: `t${i}`, population: i })).join('\n');
 
     /** A records import of `path` stopped by its signal after `chunks` committed chunks; `map` counts its calls. */
@@ -328,9 +344,7 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
         const total = 40_000;
         // Two-byte and three-byte characters: the offset counts bytes, not characters.
         const items = Array.from({ length: total }, (_, i) => JSON.stringify({ id: i, place: `plače-€-${i}` }));
-        // A BOM and CRLF line breaks (and, in the array, a comma before every item but the first).
-        const body = format === 'json' ? `[\r\n${items.join(',\r\n')}\r\n]\r\n` : `${items.join('\r\n')}\r\n`;
-        const path = file(`resume-offset.${format}`, `\uFEFF${body}`);
+        const path = file(`resume-offset.${format}`, jsonSource(format, items));
         const batch = `resume-offset-${format}`;
         const stop = new AbortController();
         const first = await importFile(database.ds, batch, path, {
@@ -340,15 +354,9 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
           onProgress: (progress) => progress.batches >= 60 && stop.abort(),
         });
         expect(first).to.include({ done: false, stopped: 'signal' });
-        const [row] = (await database.ds.query(sql('SELECT next_index, next_offset FROM checkpoint_imports WHERE id = ?'), [batch])) as {
-          next_index: number | string;
-          next_offset: number | string;
-        }[];
-        const next = Number(row.next_index);
-        // Right after the last committed row: its line break in NDJSON, its closing brace in the array.
-        const before = format === 'json' ? `[\r\n${items.slice(0, next).join(',\r\n')}` : `${items.slice(0, next).join('\r\n')}\r\n`;
-        const offset = 3 + Buffer.byteLength(before);
-        expect(Number(row.next_offset)).to.equal(offset);
+        const { next, offset: kept } = await storedOffset(batch);
+        const offset = offsetAfter(format, items, next);
+        expect(kept).to.equal(offset);
 
         const { result: resumed, twice } = await readsBefore(offset, () =>
           importFile(database.ds, batch, path, { into: 'visits', size: 500 }),
@@ -390,6 +398,41 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       ).to.equal(total);
       expect(await count(database.ds, sql(`${items} AND id = ? AND value = ?`), [`r${total - 1}`, total - 1])).to.equal(1);
     });
+
+    for (const format of ['ndjson', 'json'] as const) {
+      it(`id/value rows from ${format === 'json' ? 'a JSON array' : 'an NDJSON file'} resume at the byte offset their checkpoint keeps, counted in bytes`, async () => {
+        const total = 90_000;
+        // Runs of ids with two-, three- and four-byte characters between runs of ASCII ones: the
+        // offset counts bytes, in blocks of either kind.
+        const id = (i: number) => (i % 5000 < 2500 ? `r${i}` : i % 7 === 0 ? `rč€😀${i}` : `rč€${i}`);
+        const items = Array.from({ length: total }, (_, i) => JSON.stringify({ id: id(i), value: i }));
+        // Under the preload's size (3 MB): the first call commits chunk by chunk, and its signal stops it.
+        const path = file(`resume-rows-offset.${format}`, jsonSource(format, items));
+        const batch = `resume-rows-offset-${format}`;
+        const stop = new AbortController();
+        const first = await importFile(database.ds, batch, path, {
+          size: 1000,
+          signal: stop.signal,
+          onProgress: (progress) => progress.batches >= 60 && stop.abort(),
+        });
+        expect(first).to.include({ done: false });
+        const { next, offset: kept } = await storedOffset(batch);
+        const offset = offsetAfter(format, items, next);
+        expect(kept).to.equal(offset);
+
+        const { result, twice } = await readsBefore(offset, () => importFile(database.ds, batch, path, { size: 1000 }));
+        expect(result).to.include({ done: true, rows: total - next });
+        expect(twice).to.deep.equal([]);
+        const stored = 'SELECT COUNT(*) FROM checkpoint_import_items WHERE batch = ?';
+        expect(await count(database.ds, sql(stored), [batch])).to.equal(total);
+        expect(await count(database.ds, sql('SELECT COUNT(DISTINCT id) FROM checkpoint_import_items WHERE batch = ?'), [batch])).to.equal(
+          total,
+        );
+        for (const i of [next - 1, next, total - 1]) {
+          expect(await count(database.ds, sql(`${stored} AND id = ? AND value = ?`), [batch, id(i), i])).to.equal(1);
+        }
+      });
+    }
 
     it('another file under the same batch is still FINGERPRINT_MISMATCH, found by the digest alone', async () => {
       const path = file('resume-a.ndjson', towns(100));

@@ -1,7 +1,9 @@
 import { CopyBinary, type CopyRows, skipCopyRows } from '../dialect';
 import type { CsvSpans } from './csv-records';
 import { type CsvData, csvData, type CsvDataStart, type CsvHeader, csvRowOf } from './csv-rows';
-import { type ImportFormat, readRows } from './read-rows';
+import type { JsonStart } from './json-items';
+import { jsonRows } from './json-rows';
+import type { ImportFormat } from './read-rows';
 import type { Row } from './row';
 
 /** A chunk as `ChunkRows.take` hands it over: Row objects, or COPY text. */
@@ -9,7 +11,7 @@ export interface TakenRows {
   start: number;
   rows: Row[];
   copy: CopyRows | null;
-  /** The byte offset of the source row after the chunk, where the reader knew it (a CSV). */
+  /** The byte offset of the source row after the chunk. */
   nextOffset: number | null;
 }
 
@@ -105,8 +107,9 @@ export class ChunkRows {
  * Reads the source's rows into `chunk` — CSV records straight to COPY rows when it copies — the
  * rows before `from()` skipped. After each row `at` for which `chunkEnds(at)` holds, `chunkEnded()`
  * says whether to read on. False when it stopped the reading, true at the end of the source.
- * `checked` wraps the reader (pass 2: a row error there means the file changed). A CSV is read
- * from `start` when given, and each chunk keeps the byte offset of the row after it.
+ * `checked` wraps the reader (pass 2: a row error there means the file changed). The source is
+ * read from `start` when given (the blocks are the file's from its offset on), and each chunk keeps
+ * the byte offset of the row after it.
  */
 export async function fillChunks(
   format: ImportFormat,
@@ -116,10 +119,11 @@ export async function fillChunks(
   chunkEnds: (at: number) => boolean,
   chunkEnded: () => Promise<boolean>,
   checked: <T>(items: AsyncGenerator<T>) => AsyncGenerator<T> = (items) => items,
-  start?: CsvDataStart,
+  start?: CsvDataStart | JsonStart,
 ): Promise<boolean> {
   if (format === 'csv') {
-    const groups = chunk.copying ? csvData(blocks, start) : csvRowGroups(csvData(blocks, start));
+    const csvStart = start !== undefined && 'header' in start ? start : undefined;
+    const groups = chunk.copying ? csvData(blocks, csvStart) : csvRowGroups(csvData(blocks, csvStart));
     for await (const group of checked<CsvData & { rows?: Row[] }>(groups)) {
       const { spans, from: first, index, header, rows } = group;
       for (let r = first; r < spans.count; r++) {
@@ -135,12 +139,15 @@ export async function fillChunks(
     }
     return true;
   }
-  let at = 0;
-  for await (const rows of checked(readRows(format, blocks))) {
-    for (const row of rows) {
+  let at = start?.index ?? 0;
+  for await (const { items: rows, ends } of checked(jsonRows(format, blocks, { start, offsets: true }))) {
+    for (let r = 0; r < rows.length; r++) {
       if (at >= from()) {
-        chunk.add(row, at);
-        if (chunkEnds(at) && !(await chunkEnded())) return false;
+        chunk.add(rows[r], at);
+        if (chunkEnds(at)) {
+          chunk.nextOffset = ends[r];
+          if (!(await chunkEnded())) return false;
+        }
       }
       at++;
     }

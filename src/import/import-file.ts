@@ -26,6 +26,7 @@ import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, ver
 import { idValueRows, Preload, type Preloaded, preloadedSoFar, worthPreloading } from './preload';
 import { optionsHash, type ValidatedResume, validatedResume } from './resume';
 import { type CsvDataStart, headerOf } from './csv-rows';
+import type { JsonStart } from './json-items';
 import { csvHeading } from './records/record-readers';
 import type { ChunkOrder } from './chunk-in-flight';
 import { ChunkRows, fillChunks, type TakenRows } from './chunk-rows';
@@ -180,8 +181,8 @@ export async function importFile<R = Row>(
   if (held) return { ...(await storedState(db, batch)), stopped: held };
   const bulk = !handler && bulkPathOf(db);
   const hash = optionsHash({ rows: 'id/value', format, gzip, builtInTable: !handler });
-  // A plain CSV can start at the checkpoint's byte offset.
-  const seekable = format === 'csv' && !gzip;
+  // A file read as it is stored (not gunzipped) can start at the checkpoint's byte offset.
+  const seekable = !gzip;
   const pass1: { record: SourceRecord; total: number; preloaded?: Preloaded | null; seek?: ValidatedResume['seek'] } | null =
     (await validatedResume(db, batch, path, hash, signal, seekable)) ??
     (await validateWithPreload(db, batch, path, format, gzip, size, bulk, options));
@@ -237,7 +238,7 @@ export async function importFile<R = Row>(
       // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
       const onBytes = (read: number) => (pipeline.bytes = read);
       // A resume of a validated file starts at the checkpoint's byte offset, where the digest pass recorded it.
-      const start = seek !== null && seek.index === nextIndex ? await csvDataStart(path, record, batch, seek) : undefined;
+      const start = seek !== null && seek.index === nextIndex ? await dataStart(path, format, record, batch, seek) : undefined;
       const reading = { onBytes, reuseBuffer: format === 'csv' && !gzip, ...(start ? { at: start.offset } : {}) };
       const blocks = decoded(verifiedBlocks(path, record, batch, reading), gzip);
       const changed = <T>(items: AsyncGenerator<T>) => unchanged(items, batch, record);
@@ -249,13 +250,18 @@ export async function importFile<R = Row>(
   );
 }
 
-/** Where pass 2 starts reading in the middle of a CSV of id/value rows: the header and delimiter from its first record, and the checkpoint. */
-async function csvDataStart(
+/**
+ * Where pass 2 starts reading in the middle of a file of id/value rows: the checkpoint, and for a
+ * CSV the header and delimiter from its first record.
+ */
+async function dataStart(
   path: string,
+  format: ImportFormat,
   record: SourceRecord,
   batch: string,
-  seek: { index: number; offset: number },
-): Promise<CsvDataStart> {
+  seek: JsonStart,
+): Promise<CsvDataStart | JsonStart> {
+  if (format !== 'csv') return seek;
   const { record: names, delimiter } = await csvHeading(verifiedBlocks(path, record, batch, { recordedOnly: true }), {});
   return { header: headerOf(names), delimiter, index: seek.index, offset: seek.offset };
 }
