@@ -5,6 +5,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type BenchResult, result } from './bench-result';
+import type { Pair } from './timing';
 
 /** The last commit before the control plane: the commit after it (3b326bb) added it, with the work of three sessions. */
 export const BEFORE = '9926d7fc1a79dffb9d1f148186b5fb5497851acc';
@@ -32,4 +34,16 @@ export function unpackBefore(log: (line: string) => void, what: string): Unpacke
     return null;
   }
   return { root, remove: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+/** The report line of a same-run comparison with BEFORE: `subject`'s time now over its time then, at most 1.02×. */
+export function controlPlaneCost(subject: string, detail: string, pair: Pair): BenchResult {
+  return result(
+    `${subject} with the control plane vs before it (${BEFORE.slice(0, 7)})${detail}`,
+    pair.candidate,
+    'ms',
+    pair.baseline,
+    pair.ratio,
+    { max: 1.02 },
+  );
 }

@@ -2,9 +2,9 @@
 // by the library as it was just before the control plane (before-control-plane.ts). Both run in worker
 // processes of the same kind against the same database and tables, taking turns round by round.
 import { type Child, startChild } from '../test/support/child';
-import { BEFORE, ROOT, unpackBefore } from './before-control-plane';
+import { BEFORE, controlPlaneCost, ROOT, unpackBefore } from './before-control-plane';
 import { type BenchDriver, createBenchDatabase } from './bench-database';
-import { type BenchResult, result } from './bench-result';
+import type { BenchResult } from './bench-result';
 import { createTables } from './each-batch-bench';
 import { sideBySide } from './timing';
 
@@ -56,16 +56,7 @@ export async function controlCostBench(drivers: BenchDriver[], options: ControlC
             candidate: () => now.run(`control-now-${round}`),
             baseline: () => then.run(`control-before-${round}`),
           });
-          results.push(
-            result(
-              `eachBatch copy ${options.rows.toLocaleString('en-US')} rows with the control plane vs before it (${BEFORE.slice(0, 7)}) [${driver}]`,
-              pair.candidate,
-              'ms',
-              pair.baseline,
-              pair.ratio,
-              { max: 1.02 },
-            ),
-          );
+          results.push(controlPlaneCost(`eachBatch copy ${options.rows.toLocaleString('en-US')} rows`, ` [${driver}]`, pair));
         } finally {
           await Promise.all([now.close(), then.close()]);
         }

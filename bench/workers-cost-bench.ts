@@ -4,9 +4,9 @@
 import { performance } from 'node:perf_hooks';
 import type { DataSource } from 'typeorm';
 import { CheckpointManager } from '../src';
-import { BEFORE, ROOT, unpackBefore } from './before-control-plane';
+import { BEFORE, controlPlaneCost, ROOT, unpackBefore } from './before-control-plane';
 import { createBenchDatabase } from './bench-database';
-import { type BenchResult, result } from './bench-result';
+import type { BenchResult } from './bench-result';
 import { checkExactlyOnce, type Pool, workerPool } from './claims-bench';
 import { sideBySide } from './timing';
 import { FILE_TIMESTAMP, FILE_TYPE, fileUrl } from './workers/worker-protocol';
@@ -77,13 +77,10 @@ export async function workersCostBench(options: WorkersCostOptions): Promise<Ben
     );
     for (const pool of pools.splice(0)) await pool.close();
     return [
-      result(
-        `work() defaults with the control plane vs before it (${BEFORE.slice(0, 7)}), ${files.toLocaleString('en-US')} files, ${workers} workers, one row per file [postgres]`,
-        pair.candidate,
-        'ms',
-        pair.baseline,
-        pair.ratio,
-        { max: 1.02 },
+      controlPlaneCost(
+        'work() defaults',
+        `, ${files.toLocaleString('en-US')} files, ${workers} workers, one row per file [postgres]`,
+        pair,
       ),
     ];
   } finally {
