@@ -27,6 +27,8 @@ export interface RecordsImportBenchOptions {
 
 const CHUNK = 1000;
 const RSS_LIMIT_MB = 150;
+/** Issue 32: typed records into a 6-column table reach 0.9× `psql \copy` (issue 12's goal was 0.8×). */
+const TYPED_GOAL = 0.9;
 const NOT_AVAILABLE = 'n/a (records mode not available)';
 const NODE_PATH = join(__dirname, '..', 'node_modules');
 
@@ -161,7 +163,7 @@ async function benchDriver(
     const rssGz = `importFile into peak RSS, typed CSV.gz of ${options.sizeMb} MB [${driver}]`;
     const results: BenchResult[] = [];
     if (library.length === 0) {
-      results.push(unavailable(vsBaseline, 'rows/s', base, { min: 0.8 }), unavailable(vsTypeorm, 'rows/s', orm, { min: 3 }));
+      results.push(unavailable(vsBaseline, 'rows/s', base, { min: TYPED_GOAL }), unavailable(vsTypeorm, 'rows/s', orm, { min: 3 }));
       results.push(result(`repository.insert, typed rows [${driver}] (baseline alone)`, orm, 'rows/s', null, null, null));
       results.push(
         unavailable(rss, 'MB', null, { max: RSS_LIMIT_MB }, 'value'),
@@ -170,7 +172,7 @@ async function benchDriver(
       return results;
     }
     const value = median(library.map(rate));
-    results.push(result(vsBaseline, value, 'rows/s', base, value / base, { min: 0.8 }));
+    results.push(result(vsBaseline, value, 'rows/s', base, value / base, { min: TYPED_GOAL }));
     results.push(result(vsTypeorm, value, 'rows/s', orm, value / orm, { min: 3 }));
     results.push(result(rss, Math.max(...library.map((m) => m.maxRssMb)), 'MB', null, null, { max: RSS_LIMIT_MB }, 'value'));
     // A resume of the import stopped at 90 %: pass 1 is only the digest, pass 2 goes on from the checkpoint.
