@@ -371,7 +371,7 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       });
     }
 
-    it('id/value rows from a plain CSV resume at the byte offset their checkpoint keeps (on PostgreSQL, its bulk path)', async () => {
+    it('id/value rows from a plain CSV resume at the byte offset their checkpoint keeps', async () => {
       const total = 120_000;
       const lines = Array.from({ length: total }, (_, i) => `r${i},${i}\n`);
       const path = file('resume-rows-offset.csv', `id,value\n${lines.join('')}`);
