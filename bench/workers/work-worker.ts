@@ -5,8 +5,9 @@
 //   wake        manager.work({ pollMs: 5000 }) kept running: prints `start <i> <epoch ms>` as each handler starts
 // Every handler inserts one row into bench_rows through `tx`. Each "go" line runs one round over the
 // prepared queue (drain) and ends with "done"; "exit" ends the process. argv: <mode> <db url> <worker>
-// [<library root>]: the library is loaded from <root>/src, this tree's by default, or an earlier
-// commit's unpacked beside it (workers-cost-bench.ts).
+// [<library root> [<idle ms>]]: the library is loaded from <root>/src, this tree's by default, or an
+// earlier commit's unpacked beside it (workers-cost-bench.ts); pooled connections idle for <idle ms>
+// (default 1,000) are closed.
 import 'reflect-metadata';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -15,10 +16,10 @@ import type * as Library from '../../src';
 import type { FileCheckpoint } from '../../src';
 import { commands, emit, flush, processStats } from './worker-protocol';
 
-const [mode, url, workerArg, root = join(__dirname, '..', '..')] = process.argv.slice(2);
+const [mode, url, workerArg, root = join(__dirname, '..', '..'), idleArg = '1000'] = process.argv.slice(2);
 const { CheckpointManager, checkpointEntities, dataSourceOptionsFromUrl } = require(join(root, 'src')) as typeof Library;
 const workerId = `bench-${mode}-${workerArg}-${process.pid}`;
-const IDLE_MS = 1000;
+const IDLE_MS = Number(idleArg);
 export const INSERT_ROW = 'INSERT INTO bench_rows (file_index, worker) VALUES ($1, $2)';
 
 const indexOf = (fileUrl: string) => Number(fileUrl.slice(-10, -4));

@@ -34,7 +34,7 @@ function begin(isolation: IsolationLevel | undefined): { sql: string; simple: Bu
   return text;
 }
 
-const guardedTexts = new Map<string, string>();
+const guardedTexts = new Map<string, Map<string, string>>();
 
 /**
  * `update` (an UPDATE without RETURNING, `$n` placeholders) as a statement that fails with
@@ -44,15 +44,18 @@ const guardedTexts = new Map<string, string>();
  * `returning` (FinalStatement.flag): a boolean over the changed rows, answered as `flagged`.
  */
 function guarded(update: string, parameters: number, unflushed: boolean, returning?: string): string {
-  const key = `${unflushed ? 'u' : 'f'}\0${returning ?? ''}\0${update}`;
-  let sql = guardedTexts.get(key);
+  // Keyed by `update` itself, whose hash V8 keeps on the string: a key joined from it would be hashed anew at every call.
+  let variants = guardedTexts.get(update);
+  if (variants === undefined) guardedTexts.set(update, (variants = new Map()));
+  const key = `${unflushed ? 'u' : 'f'}${returning ?? ''}`;
+  let sql = variants.get(key);
   if (sql === undefined) {
     sql =
       `WITH changed AS (${update} RETURNING ${returning === undefined ? '1' : `(${returning}) AS flagged`}) ` +
       `SELECT 1 / (CASE WHEN COUNT(*) = $${parameters + 1} THEN 1 ELSE 0 END) AS held` +
       `${returning === undefined ? '' : ', COALESCE(bool_or(changed.flagged), false) AS flagged'}` +
       `${unflushed ? `, ${ASYNCHRONOUS_COMMIT_EXPRESSION} AS unflushed` : ''} FROM changed`;
-    guardedTexts.set(key, sql);
+    variants.set(key, sql);
   }
   return sql;
 }
