@@ -24,6 +24,25 @@ export interface WorkersBenchOptions {
   log: (line: string) => void;
 }
 
+/** Rows written in the round: one per file, or the round does not count. */
+export async function checkBenchRows(dataSource: DataSource, label: string, files: number): Promise<void> {
+  const [row] = (await dataSource.query('SELECT COUNT(*) AS n, COUNT(DISTINCT file_index) AS d FROM bench_rows')) as {
+    n: string;
+    d: string;
+  }[];
+  if (Number(row.n) !== files || Number(row.d) !== files) throw new Error(`${label}: ${row.n} rows for ${row.d} of ${files} files`);
+}
+
+/** An empty bench_rows and a queue of `files` pending files, its statistics fresh. */
+export async function refillQueue(dataSource: DataSource, registrar: CheckpointManager, files: number): Promise<void> {
+  await dataSource.query('TRUNCATE bench_rows');
+  await dataSource.query('DELETE FROM file_checkpoints');
+  await registrar.register(
+    Array.from({ length: files }, (_, i) => ({ fileUrl: fileUrl(i), fileType: FILE_TYPE, fileTimestamp: FILE_TIMESTAMP })),
+  );
+  await dataSource.query('VACUUM ANALYZE file_checkpoints');
+}
+
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
@@ -38,22 +57,9 @@ export async function workersBench(options: WorkersBenchOptions): Promise<BenchR
     const dataSource: DataSource = await database.open();
     await dataSource.query('CREATE TABLE bench_rows (file_index integer NOT NULL, worker varchar(255) NOT NULL)');
     const registrar = new CheckpointManager(dataSource);
-    const fileRefs = Array.from({ length: files }, (_, i) => ({ fileUrl: fileUrl(i), fileType: FILE_TYPE, fileTimestamp: FILE_TIMESTAMP }));
 
-    /** Rows written in the round: one per file, or the round does not count. */
-    const checkRows = async (label: string) => {
-      const [row] = (await dataSource.query('SELECT COUNT(*) AS n, COUNT(DISTINCT file_index) AS d FROM bench_rows')) as {
-        n: string;
-        d: string;
-      }[];
-      if (Number(row.n) !== files || Number(row.d) !== files) throw new Error(`${label}: ${row.n} rows for ${row.d} of ${files} files`);
-    };
-    const prepareLibrary = async () => {
-      await dataSource.query('TRUNCATE bench_rows');
-      await dataSource.query('DELETE FROM file_checkpoints');
-      await registrar.register(fileRefs);
-      await dataSource.query('VACUUM ANALYZE file_checkpoints');
-    };
+    const checkRows = (label: string) => checkBenchRows(dataSource, label, files);
+    const prepareLibrary = () => refillQueue(dataSource, registrar, files);
 
     /** CPU ms per file of a round's worker processes (Node) and of the database's backends (PostgreSQL). */
     const cpuPerFile: Record<string, { node: number[]; server: number[] }> = {};

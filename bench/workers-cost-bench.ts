@@ -2,7 +2,6 @@
 // on PostgreSQL, run by this tree's library and by the library just before the control plane
 // (before-control-plane.ts), taking turns round by round over the same queue in the same database.
 import { performance } from 'node:perf_hooks';
-import type { DataSource } from 'typeorm';
 import { CheckpointManager } from '../src';
 import { BEFORE, controlPlaneCost, ROOT, unpackBefore } from './before-control-plane';
 import { createBenchDatabase } from './bench-database';
@@ -10,7 +9,7 @@ import { type BenchResult, result } from './bench-result';
 import { backendPids, cpuOf, cpuSpent } from './process-cpu';
 import { checkExactlyOnce, type Pool, workerPool } from './claims-bench';
 import { median, sideBySide } from './timing';
-import { FILE_TIMESTAMP, FILE_TYPE, fileUrl } from './workers/worker-protocol';
+import { checkBenchRows, refillQueue } from './workers-bench';
 
 /**
  * The pools keep their connections between rounds (two pools of 8 stay far under max_connections):
@@ -26,13 +25,11 @@ export interface WorkersCostOptions {
   log: (line: string) => void;
 }
 
-/** Every file once, and one bench_rows row for each, or the round does not count. */
-async function checkRows(dataSource: DataSource, label: string, files: number): Promise<void> {
-  const [row] = (await dataSource.query('SELECT COUNT(*) AS n, COUNT(DISTINCT file_index) AS d FROM bench_rows')) as {
-    n: string;
-    d: string;
-  }[];
-  if (Number(row.n) !== files || Number(row.d) !== files) throw new Error(`${label}: ${row.n} rows for ${row.d} of ${files} files`);
+/** One round of a pool: its wall time, and the CPU of its worker processes and of the database's backends. */
+interface Round {
+  wall: number;
+  node: number;
+  server: number;
 }
 
 export async function workersCostBench(options: WorkersCostOptions): Promise<BenchResult[]> {
@@ -45,7 +42,6 @@ export async function workersCostBench(options: WorkersCostOptions): Promise<Ben
     const dataSource = await database.open();
     await dataSource.query('CREATE TABLE bench_rows (file_index integer NOT NULL, worker varchar(255) NOT NULL)');
     const registrar = new CheckpointManager(dataSource);
-    const fileRefs = Array.from({ length: files }, (_, i) => ({ fileUrl: fileUrl(i), fileType: FILE_TYPE, fileTimestamp: FILE_TIMESTAMP }));
     const start = async (label: string, root: string) => {
       log(`  ${label}: starting ${workers} workers…`);
       const pool = await workerPool(
@@ -59,54 +55,49 @@ export async function workersCostBench(options: WorkersCostOptions): Promise<Ben
     };
     const now = await start('this tree', ROOT);
     const then = await start(BEFORE.slice(0, 7), before.root);
-    const wall: Record<string, number[]> = { now: [], then: [] };
-    const split: Record<string, [number, number][]> = { now: [], then: [] };
+    const rounds: Record<'now' | 'then', Round[]> = { now: [], then: [] };
     /**
      * CPU ms (the pool's processes and the database's backends) for the pool to drain the queue,
-     * after checking every file ran once; its wall time goes to `wall`. With 8 processes on two
-     * cores the wall time of identical rounds moves by ±40 %, their CPU by a few per cent: on a
+     * after checking every file ran once; the round's figures go to `rounds`. With 8 processes on
+     * two cores the wall time of identical rounds moves by ±40 %, their CPU by a few per cent: on a
      * machine the workers keep busy, files per second go as the inverse of the CPU per file.
      */
-    const round = async (label: string, pool: Pool, times: number[]) => {
+    const round = async (label: string, pool: Pool, kept: Round[]) => {
       const nodePids = pool.children.map((child) => child.process.pid!);
-      const before = { node: cpuOf(nodePids), server: cpuOf(await backendPids(dataSource)) };
+      const cpuBefore = { node: cpuOf(nodePids), server: cpuOf(await backendPids(dataSource)) };
       let started = 0;
       const indexes = await pool.round(async () => {
         started = performance.now();
         for (const child of pool.children) child.send('go');
       });
-      times.push(performance.now() - started);
-      const node = cpuSpent(before.node, cpuOf(nodePids));
-      const server = cpuSpent(before.server, cpuOf(await backendPids(dataSource)));
-      split[label === 'this tree' ? 'now' : 'then'].push([node, server]);
-      const cpu = node + server;
+      const wall = performance.now() - started;
+      const node = cpuSpent(cpuBefore.node, cpuOf(nodePids));
+      const server = cpuSpent(cpuBefore.server, cpuOf(await backendPids(dataSource)));
+      kept.push({ wall, node, server });
       checkExactlyOnce(label, indexes, files);
-      await checkRows(dataSource, label, files);
-      return cpu;
+      await checkBenchRows(dataSource, label, files);
+      return node + server;
     };
     log(`  work() defaults, ${files.toLocaleString('en-US')} files: this tree vs ${BEFORE.slice(0, 7)} (before the control plane)…`);
     const pair = await sideBySide({
       warmups: options.warmups,
       repeats: options.repeats,
-      prepare: async () => {
-        await dataSource.query('TRUNCATE bench_rows');
-        await dataSource.query('DELETE FROM file_checkpoints');
-        await registrar.register(fileRefs);
-        await dataSource.query('VACUUM ANALYZE file_checkpoints');
-      },
-      candidate: () => round('this tree', now, wall.now),
-      baseline: () => round(BEFORE.slice(0, 7), then, wall.then),
+      prepare: () => refillQueue(dataSource, registrar, files),
+      candidate: () => round('this tree', now, rounds.now),
+      baseline: () => round(BEFORE.slice(0, 7), then, rounds.then),
     });
-    const measured = (times: number[]) => times.slice(options.warmups);
-    const wallRatio = median(measured(wall.now).map((ms, i) => ms / measured(wall.then)[i]));
+    const measured = (of: Round[], pick: (r: Round) => number) => of.slice(options.warmups).map(pick);
+    const wallNow = measured(rounds.now, (r) => r.wall);
+    const wallThen = measured(rounds.then, (r) => r.wall);
+    const wallRatio = median(wallNow.map((ms, i) => ms / wallThen[i]));
     log(
       `  rounds, CPU ms this tree: ${pair.candidateSamples.map(Math.round).join(', ')}; before: ${pair.baselineSamples.map(Math.round).join(', ')}`,
     );
-    const parts = (rounds: [number, number][]) =>
-      `Node ${Math.round(median(measured(rounds.map(([node]) => node))))} + PostgreSQL ${Math.round(median(measured(rounds.map(([, server]) => server))))}`;
-    log(`  CPU ms, medians: this tree ${parts(split.now)}; before ${parts(split.then)}`);
+    const parts = (of: Round[]) =>
+      `Node ${Math.round(median(measured(of, (r) => r.node)))} + PostgreSQL ${Math.round(median(measured(of, (r) => r.server)))}`;
+    log(`  CPU ms, medians: this tree ${parts(rounds.now)}; before ${parts(rounds.then)}`);
     log(
-      `  rounds, wall ms this tree: ${measured(wall.now).map(Math.round).join(', ')}; before: ${measured(wall.then).map(Math.round).join(', ')} ` +
+      `  rounds, wall ms this tree: ${wallNow.map(Math.round).join(', ')}; before: ${wallThen.map(Math.round).join(', ')} ` +
         `(median of per-round ratios ${wallRatio.toFixed(2)}×)`,
     );
     for (const pool of pools.splice(0)) await pool.close();
@@ -115,9 +106,9 @@ export async function workersCostBench(options: WorkersCostOptions): Promise<Ben
       controlPlaneCost('work() defaults, CPU (worker processes + PostgreSQL backends)', detail, pair),
       result(
         `work() defaults with the control plane vs before it, wall time (for reference: ±40 % between identical rounds)${detail}`,
-        median(measured(wall.now)),
+        median(wallNow),
         'ms',
-        median(measured(wall.then)),
+        median(wallThen),
         wallRatio,
         null,
       ),

@@ -13,7 +13,6 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DataSource, type EntityManager } from 'typeorm';
 import type * as Library from '../../src';
-import type { FileCheckpoint } from '../../src';
 import { commands, emit, flush, processStats } from './worker-protocol';
 
 const [mode, url, workerArg, root = join(__dirname, '..', '..'), idleArg = '1000'] = process.argv.slice(2);
@@ -24,7 +23,7 @@ export const INSERT_ROW = 'INSERT INTO bench_rows (file_index, worker) VALUES ($
 
 const indexOf = (fileUrl: string) => Number(fileUrl.slice(-10, -4));
 
-async function handle(file: FileCheckpoint, tx: EntityManager | undefined) {
+async function handle(file: Library.FileCheckpoint, tx: EntityManager | undefined) {
   const i = indexOf(file.fileUrl);
   await tx!.query(INSERT_ROW, [i, workerId]);
   emit(`ok ${i}`);
