@@ -13,6 +13,7 @@ import { checkpoint, importFile } from '../src';
 import { PRELOAD_MIN_BYTES } from '../src/import/preload';
 import { count, DRIVER, q, sql, useTestDatabase } from './support/database';
 import { expectCode } from './support/expect-code';
+import { readsBefore } from './support/file-reads';
 import { expectFirstProgress, killDuringPreload } from './support/preload';
 import { SqlLog } from './support/sql-log';
 
@@ -106,7 +107,7 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
       expect(await importRow('duplicate-last')).to.deep.equal([]);
     });
 
-    it('stopped after the preloaded chunks, resumed from their checkpoint without validating again, every row once; another file under the batch changes nothing', async () => {
+    it('stopped after the preloaded chunks, resumed from their checkpoint and its byte offset without validating again, every row once; another file under the batch changes nothing', async () => {
       const stop = new AbortController();
       const first = await importFile(database.ds, 'resumed', path, { signal: stop.signal, onProgress: () => stop.abort() });
       expect(first.done).to.equal(false);
@@ -114,6 +115,11 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
       expect(first.nextIndex % SIZE).to.equal(0);
       expect(first.rows).to.equal(first.nextIndex);
       expect(await items('resumed')).to.equal(first.nextIndex);
+      // The preload's checkpoint keeps the byte offset of its next row, as every chunk's does.
+      // (the header and the first nextIndex lines are the file's first bytes).
+      const offset = Buffer.byteLength(labCsv(first.nextIndex, 'row'));
+      const [stored] = await importRow('resumed');
+      expect(Number(stored.next_offset)).to.equal(offset);
 
       // Another file: its rows are copied beside its pass 1, then refused with the digest, rolled back.
       const other = join(dir, 'other.csv');
@@ -125,7 +131,11 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
       expect(await checkpoint(database.ds, 'resumed')).to.equal(first.nextIndex);
 
       const progress: number[] = [];
-      const second = await importFile(database.ds, 'resumed', path, { onProgress: (p) => progress.push(p.items) });
+      // The resume reads the file once for its digest, and its rows from that offset on.
+      const { result: second, twice } = await readsBefore(offset, () =>
+        importFile(database.ds, 'resumed', path, { onProgress: (p) => progress.push(p.items) }),
+      );
+      expect(twice).to.deep.equal([]);
       expect(second).to.include({ rows: ROWS - first.nextIndex, nextIndex: ROWS, done: true });
       // The batch was validated with these options: pass 1 is the digest alone, so nothing preloads beside it; chunk by chunk.
       expect(progress[0]).to.equal(SIZE);

@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -9,6 +8,7 @@ import { checkpointEntities, dataSourceOptionsFromUrl, importFile } from '../src
 import { kill, runChild, startChild } from './support/child';
 import { cli, cliJson } from './support/cli-run';
 import { expectCode } from './support/expect-code';
+import { readsBefore } from './support/file-reads';
 import { count, DRIVER, sql, useTestDatabase } from './support/database';
 
 // SPEC "Real files, second round": NULL texts in every format, the key by default, .tsv, the
@@ -209,33 +209,6 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       expect(printed.stdout.join('\n')).to.include(`population: ${result.summary![0].reason} — ${empty.length} rows, first 0`);
     });
   });
-
-  /**
-   * Runs `fn` counting the file blocks read at each position, and returns the blocks read more than
-   * once from the fourth to the last whole block before `offset` (the digest pass reads each block
-   * once; the header's reading, with its read-ahead, may read the first three again).
-   */
-  async function readsBefore<T>(offset: number, fn: () => Promise<T>): Promise<{ result: T; twice: [number, number][] }> {
-    const block = 64 * 1024;
-    expect(Math.floor(offset / block)).to.be.at.least(10);
-    const reads = new Map<number, number>();
-    const handle = await open(__filename, 'r');
-    const prototype = Object.getPrototypeOf(handle) as { read: (...args: unknown[]) => Promise<unknown> };
-    await handle.close();
-    const read = prototype.read;
-    prototype.read = function (this: unknown, ...args: unknown[]) {
-      const position = Number(args[3]);
-      reads.set(position, (reads.get(position) ?? 0) + 1);
-      return read.apply(this, args);
-    };
-    try {
-      const result = await fn();
-      const twice = [...reads].filter(([position, n]) => n > 1 && position >= 3 * block && position + block <= offset);
-      return { result, twice };
-    } finally {
-      prototype.read = read;
-    }
-  }
 
   describe('a resume that costs only what is left', () => {
     /** A JSON array or NDJSON of `items` with a BOM and CRLF line breaks (in the array, a comma before every item but the first). */

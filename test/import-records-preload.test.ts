@@ -13,6 +13,7 @@ import { checkpoint, importFile } from '../src';
 import { PRELOAD_MIN_BYTES } from '../src/import/preload';
 import { count, DRIVER, q, sql, useTestDatabase } from './support/database';
 import { expectCode } from './support/expect-code';
+import { readsBefore } from './support/file-reads';
 import { expectFirstProgress, killDuringPreload } from './support/preload';
 import { SqlLog } from './support/sql-log';
 
@@ -113,6 +114,24 @@ describe(`records import: pass 2 begun during pass 1 (${DRIVER})`, () => {
       expect(copiesInto(table)).to.be.above(0);
       expect(await count(database.ds, `SELECT COUNT(*) FROM ${q(table)}`)).to.equal(0);
       expect(await importRow('repeated-last')).to.deep.equal([]);
+    });
+
+    it("stopped after the preloaded chunks: their checkpoint keeps the next row's byte offset, and the resume reads on from it, every row once", async () => {
+      const table = await newTable();
+      const stop = new AbortController();
+      const first = await importFile(database.ds, 'resumed', path, { into: table, signal: stop.signal, onProgress: () => stop.abort() });
+      expect(first).to.include({ done: false, stopped: 'signal' });
+      expect(first.nextIndex).to.be.above(SIZE);
+      expect(first.nextIndex % SIZE).to.equal(0);
+      // The header and the first nextIndex lines are the file's first bytes.
+      const offset = Buffer.byteLength(typedCsv(first.nextIndex));
+      const [stored] = await importRow('resumed');
+      expect(Number(stored.next_offset)).to.equal(offset);
+
+      const { result, twice } = await readsBefore(offset, () => importFile(database.ds, 'resumed', path, { into: table }));
+      expect(result).to.include({ rows: ROWS - first.nextIndex, done: true });
+      expect(twice).to.deep.equal([]);
+      await expectEveryRowOnce(table, 'resumed');
     });
 
     describe('SIGKILL while the preload transaction is open', () => {

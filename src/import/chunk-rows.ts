@@ -103,23 +103,31 @@ export class ChunkRows {
   }
 }
 
+/** How `fillChunks` reads: where, and what happens at each chunk's end. */
+export interface ChunkReading {
+  /** The first row to keep (those before are committed already), asked again at each row. */
+  from: () => number;
+  /** True when the chunk ends at row `at`. */
+  chunkEnds: (at: number) => boolean;
+  /** Called at each chunk's end: whether to read on. */
+  chunkEnded: () => Promise<boolean>;
+  /** Wraps the reader (pass 2: a row error there means the file changed). */
+  checked?: <T>(items: AsyncGenerator<T>) => AsyncGenerator<T>;
+  /** Where the blocks start in the file, when not at its start (a resume at a checkpoint's byte offset). */
+  start?: CsvDataStart | JsonStart;
+}
+
 /**
  * Reads the source's rows into `chunk` — CSV records straight to COPY rows when it copies — the
  * rows before `from()` skipped. After each row `at` for which `chunkEnds(at)` holds, `chunkEnded()`
  * says whether to read on. False when it stopped the reading, true at the end of the source.
- * `checked` wraps the reader (pass 2: a row error there means the file changed). The source is
- * read from `start` when given (the blocks are the file's from its offset on), and each chunk keeps
- * the byte offset of the row after it.
+ * Each chunk keeps the byte offset of the row after it.
  */
 export async function fillChunks(
   format: ImportFormat,
   blocks: AsyncGenerator<Buffer>,
   chunk: ChunkRows,
-  from: () => number,
-  chunkEnds: (at: number) => boolean,
-  chunkEnded: () => Promise<boolean>,
-  checked: <T>(items: AsyncGenerator<T>) => AsyncGenerator<T> = (items) => items,
-  start?: CsvDataStart | JsonStart,
+  { from, chunkEnds, chunkEnded, checked = (items) => items, start }: ChunkReading,
 ): Promise<boolean> {
   if (format === 'csv') {
     const csvStart = start !== undefined && 'header' in start ? start : undefined;

@@ -23,7 +23,7 @@ import { duplicateId } from './parse-rows';
 import { formatOf, type ImportFormat, isTsv, readRows } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
-import { idValueRows, Preload, type Preloaded, preloadedSoFar, worthPreloading } from './preload';
+import { afterPreload, idValueRows, Preload, type Preloaded, preloadedSoFar, worthPreloading } from './preload';
 import { optionsHash, type ValidatedResume, validatedResume } from './resume';
 import { type CsvDataStart, headerOf } from './csv-rows';
 import type { JsonStart } from './json-items';
@@ -187,7 +187,9 @@ export async function importFile<R = Row>(
     (await validatedResume(db, batch, path, hash, signal, seekable)) ??
     (await validateWithPreload(db, batch, path, format, gzip, size, bulk, options));
   if (pass1 === null) return { ...(await storedState(db, batch)), stopped: 'signal' };
-  const { record, total, preloaded = null, seek = null } = pass1;
+  const { record, total, preloaded = null } = pass1;
+  // Pass 2 reads on from the checkpoint's byte offset: a validated resume's, or the preload's.
+  const seek = pass1.seek ?? afterPreload(preloaded);
   const fileRows = total;
   const startedAt = Date.now();
 
@@ -242,7 +244,17 @@ export async function importFile<R = Row>(
       const reading = { onBytes, reuseBuffer: format === 'csv' && !gzip, ...(start ? { at: start.offset } : {}) };
       const blocks = decoded(verifiedBlocks(path, record, batch, reading), gzip);
       const changed = <T>(items: AsyncGenerator<T>) => unchanged(items, batch, record);
-      if (!(await fillChunks(format, blocks, chunk, () => pipeline.next, full, submit, changed, start))) return false;
+      if (
+        !(await fillChunks(format, blocks, chunk, {
+          from: () => pipeline.next,
+          chunkEnds: full,
+          chunkEnded: submit,
+          checked: changed,
+          start,
+        }))
+      ) {
+        return false;
+      }
       if (chunk.count > 0) await submit();
       return true;
     },

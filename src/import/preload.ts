@@ -25,12 +25,21 @@ export const PRELOAD_MIN_BYTES = 4 * 1024 * 1024;
 const GROUP_ROWS = 16_000;
 const GROUP_BYTES = 4 * 1024 * 1024;
 
-/** What the preload committed: rows from `from` to `next`, in `chunks` chunks, read from the file's first `bytes`. */
+/**
+ * What the preload committed: rows from `from` to `next`, in `chunks` chunks, read from the file's
+ * first `bytes`; `nextOffset`, the byte offset of row `next`, where known (its checkpoint keeps it).
+ */
 export interface Preloaded {
   from: number;
   next: number;
   chunks: number;
   bytes: number;
+  nextOffset: number | null;
+}
+
+/** Where pass 2 reads on after a preload: at the byte offset of the preload's next row, when known. */
+export function afterPreload(preloaded: Preloaded | null): { index: number; offset: number } | null {
+  return preloaded?.nextOffset ? { index: preloaded.next, offset: preloaded.nextOffset } : null;
 }
 
 /**
@@ -71,8 +80,11 @@ export interface PreloadRows {
   readonly count: number;
   /** Their bytes. */
   readonly byteLength: number;
-  /** The rows read since the last take. */
-  take(): CopyRows;
+  /**
+   * The rows read since the last take, and the byte offset of the source row after them where the
+   * reader knows it (taken at a chunk's end).
+   */
+  take(): { rows: CopyRows; nextOffset: number | null };
   /** Copies `rows` in one statement on the preload's connection, in its transaction. */
   copy(runner: QueryRunner, rows: CopyRows): Promise<void>;
 }
@@ -82,21 +94,17 @@ export function idValueRows(dataSource: DataSource, batch: string, format: Impor
   const chunk = new ChunkRows(Buffer.from(batch), 2);
   return {
     read: (blocks, from, chunkEnded) =>
-      fillChunks(
-        format,
-        blocks,
-        chunk,
-        () => from,
-        (at) => (at + 1 - from) % size === 0,
-        chunkEnded,
-      ),
+      fillChunks(format, blocks, chunk, { from: () => from, chunkEnds: (at) => (at + 1 - from) % size === 0, chunkEnded }),
     get count() {
       return chunk.count;
     },
     get byteLength() {
       return chunk.byteLength;
     },
-    take: () => chunk.take(chunk.start)!.copy!,
+    take: () => {
+      const taken = chunk.take(chunk.start)!;
+      return { rows: taken.copy!, nextOffset: taken.nextOffset };
+    },
     copy: (runner, rows) => dialectOf(dataSource).copyRows!(runner, ITEMS, ITEM_COLUMNS, rows, { binary: true, statementRows: rows.rows }),
   };
 }
@@ -119,6 +127,9 @@ export class Preload {
   /** How far into the file (bytes read) the rows sent reach, about. */
   private bytes = 0;
   private read = 0;
+  /** The byte offset of the source row after the rows sent, when known (not through gunzip). */
+  private nextOffset: number | null = null;
+  private gzip = false;
   private chunks = 0;
   private stopping = false;
   private failed = false;
@@ -157,6 +168,7 @@ export class Preload {
 
   /** Starts reading the file beside pass 1 (each block once pass 1 has read it) and copying its rows. */
   start(path: string, record: SourceRecord, reading: { gzip: boolean; reuseBuffer: boolean }): void {
+    this.gzip = reading.gzip;
     this.loading = this.load(path, record, reading).catch(() => {
       // A row the database refused, a file changed under it…: the import goes on without the
       // preload, and pass 2 meets (and reports) the same problem.
@@ -184,14 +196,17 @@ export class Preload {
     }
     // The end of the file before pass 1's: once pass 1 has accepted all of it (or not), its last rows too.
     await recordingEnd(record);
-    await this.send();
+    await this.send(true);
   }
 
-  /** Copies the rows read in one statement, queued behind the one before (one in flight while the next is read). */
-  private async send(): Promise<void> {
+  /**
+   * Copies the rows read in one statement, queued behind the one before (one in flight while the
+   * next is read); `atEnd`: they reach the end of the file.
+   */
+  private async send(atEnd = false): Promise<void> {
     if (this.copies.length >= 2) await this.copies.shift();
     if (this.failed || this.rows.count === 0) return;
-    const rows = this.rows.take();
+    const { rows, nextOffset } = this.rows.take();
     const copy = this.rows.copy(this.runner, rows);
     this.copies.push(
       copy.catch(() => {
@@ -201,6 +216,9 @@ export class Preload {
     this.sent += rows.rows;
     this.chunks += Math.ceil(rows.rows / this.size);
     this.bytes = this.read;
+    // A resume reads on from here (SPEC: each checkpoint stores the next row's byte offset); the
+    // rows at the end of the file end no chunk, and the import is complete with them.
+    this.nextOffset = atEnd || this.gzip ? null : nextOffset;
   }
 
   /** Stops reading and waits for the rows sent; true when all of them are in the open transaction. */
@@ -228,14 +246,19 @@ export class Preload {
       if (
         Number(row.next_index) !== this.from ||
         stopFor(row) !== undefined ||
-        !(await advanceImport(tx, this.batch, digest, this.from, next, { rows: this.sent, skipped: 0, chunks: this.chunks }))
+        !(await advanceImport(tx, this.batch, digest, this.from, next, {
+          rows: this.sent,
+          skipped: 0,
+          chunks: this.chunks,
+          nextOffset: this.nextOffset,
+        }))
       ) {
         return await this.rollback();
       }
       const asynchronous = dialectOf(this.dataSource).asynchronousCommit;
       if (!durable && next < total && asynchronous !== undefined) await this.runner.query(asynchronous);
       await this.runner.query('COMMIT');
-      return { from: this.from, next, chunks: this.chunks, bytes: this.bytes };
+      return { from: this.from, next, chunks: this.chunks, bytes: this.bytes, nextOffset: this.nextOffset };
     } catch (error) {
       await this.rollback();
       if (error instanceof FingerprintMismatchError) throw error;

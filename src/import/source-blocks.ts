@@ -141,7 +141,8 @@ export async function* recordedBlocks(path: string, record: SourceRecord, reuseB
  * Later passes: yields a block only once the running digest up to its end equals pass 1's, so
  * every row read from it is a row pass 1 validated; a changed file is FINGERPRINT_MISMATCH
  * before any row of the changed block is used. With `follow`, it reads beside pass 1, each block
- * once pass 1 has recorded it, and ends where pass 1 stopped.
+ * once pass 1 has recorded it, and ends where pass 1 stopped. With `at`, it yields the file's
+ * bytes from that offset on.
  */
 export async function* verifiedBlocks(
   path: string,
@@ -149,10 +150,13 @@ export async function* verifiedBlocks(
   batch: string,
   options: { onBytes?: (bytes: number) => void; recordedOnly?: boolean; reuseBuffer?: boolean; follow?: boolean; at?: number } = {},
 ): AsyncGenerator<Buffer> {
-  if (options.at !== undefined) {
+  if (options.at !== undefined && record.seek !== null) {
     yield* blocksFrom(path, record, batch, options.at, options);
     return;
   }
+  // From byte `at` without block digests of their own (pass 1 read the whole file in this call):
+  // every block from the start is checked, and only the bytes from `at` on are yielded.
+  const at = options.at ?? 0;
   const hash: Hash = createHash('sha256');
   let count = 0;
   let bytes = 0;
@@ -164,7 +168,9 @@ export async function* verifiedBlocks(
     if (!record.blockDigests.equals(count++, hash.copy().digest())) throw changedDuringImport(batch, record);
     bytes += block.length;
     options.onBytes?.(bytes);
-    yield block;
+    const skip = at - (bytes - block.length);
+    if (skip <= 0) yield block;
+    else if (skip < block.length) yield block.subarray(skip);
   }
   if (count !== record.blockDigests.length) throw changedDuringImport(batch, record);
 }

@@ -22,7 +22,7 @@ import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
 import type { JsonStart } from '../json-items';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from '../source-blocks';
-import { Preload, type Preloaded, preloadedSoFar, worthPreloading } from '../preload';
+import { afterPreload, Preload, type Preloaded, preloadedSoFar, worthPreloading } from '../preload';
 import { preloadRecords } from './preload-records';
 import type { StorableValues } from './column-values';
 import { csvCopyGroups, type CsvStart, readsAsBytes } from './csv-copy-rows';
@@ -538,6 +538,8 @@ async function writeSource(
 ): Promise<RecordsResult> {
   const { db, batch, size, signal } = plan;
   const total = scan.total;
+  // Pass 2 reads on from the checkpoint's byte offset: a validated resume's, or the preload's.
+  seek ??= afterPreload(preloaded);
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated));
   const nextIndex = Number(started.next_index);
   const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes);

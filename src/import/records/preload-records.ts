@@ -22,6 +22,7 @@ export function preloadRecords(
   let copying: RowCopy | null = null;
   let columns: number[] | null = null;
   let count = 0;
+  let nextOffset: number | null = null;
   return {
     async read(blocks, from, chunkEnded) {
       for await (const group of groups(blocks)) {
@@ -36,7 +37,10 @@ export function preloadRecords(
           if (group.copies) columns = evaluated.columns;
           else copyRow(copying, evaluated.values, (columns ??= evaluated.columns), wires);
           count++;
-          if ((index + 1 - from) % size === 0 && !(await chunkEnded())) return false;
+          if ((index + 1 - from) % size === 0) {
+            nextOffset = group.end?.(r) ?? null;
+            if (!(await chunkEnded())) return false;
+          }
         }
       }
       return true;
@@ -49,7 +53,9 @@ export function preloadRecords(
     },
     take() {
       count = 0;
-      return copying!.take();
+      const taken = { rows: copying!.take(), nextOffset };
+      nextOffset = null;
+      return taken;
     },
     copy(runner, rows) {
       const names = columns!.map((at) => target.columns[at].name);
