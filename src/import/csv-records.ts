@@ -142,7 +142,7 @@ export function csvSpans(blocks: AsyncIterable<Buffer>, from?: CsvPosition): Asy
 /**
  * What reads the input from the start of a record on, once `csvSpansThen` hands it over: `head`
  * (the bytes from that record on that arrived already, a copy) and the rest of the input (null at
- * its end), with the record delimiter found so far and the offset of `head` in the input (after a BOM).
+ * its end), with the record delimiter found so far and the byte offset of `head` in the file.
  */
 export type CsvRest<T> = (
   head: Buffer,
@@ -230,7 +230,7 @@ async function* scan<T>(
       if (!invalid && spans.count > 0) yield spans;
       // The other reader keeps what it is given: copies, not the buffers that are refilled.
       const head = Buffer.from(buffer.subarray(invalid ? 0 : start));
-      yield* rest(head, end ? null : iterator, delimiter, passed + (invalid ? 0 : start));
+      yield* rest(head, end ? null : iterator, delimiter, bom + passed + (invalid ? 0 : start));
       return;
     }
     if (end) {

@@ -62,8 +62,8 @@ export async function* csvCopyGroups(
     }
     let from = 0;
     if (header === null) {
-      // As csv-parse's reader: a null text in the header is NULL, an empty name.
-      header = csvHeader(group.record(0).map((name) => ((nulls === null ? name === '' : nulls.has(name)) ? null : name)));
+      // The header's names are names: a null text applies to the rows after it.
+      header = csvHeader(group.record(0));
       from = 1;
     }
     fields ??= new CsvFieldRows(header, rows, target, storable, nulls, withValues, withKeys);

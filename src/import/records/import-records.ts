@@ -286,12 +286,12 @@ async function* sourceGroups(
   for await (const items of readRecords(plan.format, input, plan.csv, plan.nulls, from)) yield itemGroup(items, plan.rows);
 }
 
-/** Where pass 2 starts in the middle of a file: a CSV read as bytes needs its header, JSON and NDJSON only the place. */
+/** Where pass 2 starts in the middle of a file: a CSV needs its header and record delimiter, JSON and NDJSON only the place. */
 type SourceStart = CsvStart | JsonStart;
 
-/** True when pass 2 can start at a checkpoint's byte offset: a file not gzipped, read by a reader that counts bytes. */
+/** True when pass 2 can start at a checkpoint's byte offset: a file not gzipped (every reader counts bytes). */
 function seekable(plan: Plan): boolean {
-  return !plan.gzip && (plan.bytes || plan.format !== 'csv');
+  return !plan.gzip;
 }
 
 function rowError(error: RowError): InvalidInputError {
@@ -646,7 +646,7 @@ async function writeSource(
 
 /** Where pass 2 starts reading in the middle of the file; a CSV's header and delimiter come from its first record. */
 async function startOf(plan: Plan, record: SourceRecord, seek: { index: number; offset: number }): Promise<SourceStart> {
-  if (!plan.bytes) return seek;
+  if (plan.format !== 'csv') return seek;
   const first = decoded(verifiedBlocks(plan.path, record, plan.batch, { recordedOnly: true }), plan.gzip);
   const { record: names, delimiter } = await csvHeading(first, plan.csv);
   return { header: plan.csv.columns ?? csvHeader(names), delimiter, index: seek.index, offset: seek.offset };

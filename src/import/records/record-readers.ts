@@ -15,7 +15,7 @@ export interface SourceItem {
   fields: Record<string, unknown> | null;
   /** Why the row is invalid as a record (not an object, ragged, malformed JSON), or null. */
   problem: { field: string | null; reason: string } | null;
-  /** The byte offset in the file right after the row, where a reader can start for the next one (JSON and NDJSON readers). */
+  /** The byte offset in the file right after the row, where a reader can start for the next one. */
   end?: number;
 }
 
@@ -82,35 +82,48 @@ export function nullTextsOf(nullIf: string[] | undefined, csv: CsvOptions): Null
 }
 
 /**
- * The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. JSON
- * and NDJSON rows carry their `end` offset, and those readers can start at one (`from`).
+ * The source's records in groups; INVALID_INPUT for what makes the whole file unreadable. Every
+ * row carries its `end` offset, and every reader can start at one (`from`: for a CSV, with the
+ * header and record delimiter read from its start).
  */
 export function readRecords(
   format: ImportFormat,
   blocks: AsyncIterable<Buffer>,
   csv: CsvOptions,
   nulls: NullTexts = null,
-  from?: JsonStart,
+  from?: JsonStart | CsvResume,
 ): AsyncGenerator<SourceItem[]> {
-  return format === 'csv' ? csvRecords(blocks, csv, nulls) : jsonRecords(format, blocks, nulls, from);
+  if (format === 'csv') return csvRecords(blocks, csv, nulls, from !== undefined && 'header' in from ? from : undefined);
+  return jsonRecords(format, blocks, nulls, from);
 }
 
 /**
- * Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT. From
- * `start`, the first block is the one at that offset (with no BOM to look for).
+ * Decoded text of the blocks, BOM dropped; invalid UTF-8 makes the file INVALID_INPUT (at its byte
+ * offset in the file). From `start`, the first block is the one at that offset (with no BOM to
+ * look for); `onBom` is told of a BOM at the file's start.
  */
-async function* utf8Texts(blocks: AsyncIterable<Buffer>, at: () => number | undefined, start?: number): AsyncGenerator<string> {
-  const decoder = new Utf8Text(start);
-  let first = start === undefined;
+async function* utf8Texts(
+  blocks: AsyncIterable<Buffer>,
+  at: () => number | undefined,
+  start?: number,
+  onBom?: () => void,
+): AsyncGenerator<string> {
+  let decoder = start === undefined ? null : new Utf8Text(start);
   const invalid = (offset: number) => new InvalidInputError(`The file is not valid UTF-8 (byte ${offset}).`, at());
   for await (let block of blocks) {
-    if (first && startsWithBom(block)) block = block.subarray(3);
-    first = false;
+    if (decoder === null) {
+      const bom = startsWithBom(block);
+      if (bom) {
+        block = block.subarray(3);
+        onBom?.();
+      }
+      decoder = new Utf8Text(bom ? 3 : 0);
+    }
     const { text, invalidAt } = decoder.write(block);
     yield text;
     if (invalidAt >= 0) throw invalid(invalidAt);
   }
-  const invalidAt = decoder.end();
+  const invalidAt = decoder?.end() ?? -1;
   if (invalidAt >= 0) throw invalid(invalidAt);
 }
 
@@ -122,13 +135,29 @@ export interface CsvResume {
   index: number;
   /** The record delimiter found so far, else null (found from the input). */
   delimiter: '\r\n' | '\n' | '\r' | null;
-  /** Bytes of the input before the first block (after a BOM, which is not looked for again). */
+  /** The byte offset in the file of the first block (a BOM at the file's start is not looked for again). */
   offset: number;
 }
 
-/** csv-parse reading the blocks' text, with the given delimiter, quote and escape; records come with their text (`raw`). */
+/**
+ * csv-parse, each record with `end`: the bytes of its input up to the end of the record's
+ * delimiter, as csv-parse counts them (`info.bytes`) when it hands the record over.
+ */
+class CountingParser extends Parser {
+  override push(chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (chunk !== null && typeof chunk === 'object') (chunk as { end?: number }).end = this.info.bytes;
+    return super.push(chunk, encoding);
+  }
+}
+
+/**
+ * csv-parse reading the blocks' text, with the given delimiter, quote and escape; records come with
+ * their text (`raw`) and the byte offset in the file of their end (`end`, after their delimiter).
+ */
 function csvParser(blocks: AsyncIterable<Buffer>, csv: CsvOptions, at: () => number | undefined, resume?: CsvResume) {
-  const parser = new Parser({
+  // The byte offset in the file of the parser's first input byte: after a BOM, or where it takes over.
+  let base = resume?.offset ?? 0;
+  const parser = new CountingParser({
     delimiter: csv.delimiter ?? ',',
     quote: csv.quote ?? '"',
     escape: csv.escape ?? csv.quote ?? '"',
@@ -137,10 +166,13 @@ function csvParser(blocks: AsyncIterable<Buffer>, csv: CsvOptions, at: () => num
     raw: true,
     ...(resume?.delimiter ? { record_delimiter: resume.delimiter } : {}),
   });
-  const source = Readable.from(utf8Texts(blocks, at, resume?.offset), { objectMode: false });
+  const source = Readable.from(
+    utf8Texts(blocks, at, resume?.offset, () => (base = 3)),
+    { objectMode: false },
+  );
   source.on('error', (error) => parser.destroy(error));
   source.pipe(parser);
-  return { parser, source };
+  return { parser, source, base: () => base };
 }
 
 /**
@@ -178,10 +210,15 @@ export async function* csvRecords(
   const delimiter = csv.delimiter ?? ',';
   const quote = csv.quote ?? '"';
   const escape = csv.escape ?? quote;
-  const { parser, source } = csvParser(blocks, csv, () => index, resume);
+  const { parser, source, base } = csvParser(blocks, csv, () => index, resume);
   let items: SourceItem[] = [];
   try {
-    for await (const { record, raw } of parser as AsyncIterable<{ record: (string | null)[]; raw: string }>) {
+    for await (const { record, raw, end } of parser as AsyncIterable<{ record: (string | null)[]; raw: string; end: number }>) {
+      if (header === null) {
+        // The header's names are names: the null texts apply to the rows after it.
+        header = csvHeader(record);
+        continue;
+      }
       if (nulls !== null) {
         // A null text is NULL quoted or not.
         for (let f = 0; f < record.length; f++) if (nulls.has(record[f] as string)) record[f] = null;
@@ -191,10 +228,6 @@ export async function* csvRecords(
         const quoted = quotedFields(raw, delimiter, quote, escape);
         for (let f = 0; f < record.length; f++) if (record[f] === '' && !quoted[f]) record[f] = null;
       }
-      if (header === null) {
-        header = csvHeader(record);
-        continue;
-      }
       const text = raw.replace(/\r?\n$|\r$/, '');
       if (record.length !== header.length) {
         items.push({
@@ -202,6 +235,7 @@ export async function* csvRecords(
           raw: text,
           fields: null,
           problem: { field: null, reason: `the record has ${record.length} fields, the header ${header.length}` },
+          end: base() + end,
         });
       } else {
         const fields: Record<string, unknown> = {};
@@ -212,7 +246,7 @@ export async function* csvRecords(
             Object.defineProperty(fields, name, { value: record[f], enumerable: true, writable: true, configurable: true });
           else fields[name] = record[f];
         }
-        items.push({ index: index++, raw: text, fields, problem: null });
+        items.push({ index: index++, raw: text, fields, problem: null, end: base() + end });
       }
       if (items.length === GROUP) {
         yield items;

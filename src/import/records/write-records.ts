@@ -240,7 +240,12 @@ export async function writeRows(tx: EntityManager, rows: RecordRow[], write: Row
       const columns = group[0].columns;
       const names = columns.map((at) => target.columns[at].name);
       const conflict = write.conflict && { ...write.conflict, update: names.filter((name) => !write.conflict!.keyColumns.includes(name)) };
-      for (const part of statementsOf(group, columns.length)) {
+      let parts = statementsOf(group, columns.length);
+      if (conflict?.mode === 'update') {
+        const keys = conflict.keyColumns.map((name) => columns[names.indexOf(name)]);
+        parts = parts.flatMap((part) => keysOnce(part, keys));
+      }
+      for (const part of parts) {
         const parameters: unknown[] = [];
         for (const row of part) for (const at of columns) parameters.push(dialect.bindable(row.values[at]));
         await tx.query(dialect.insertRecords(target.table, names, part.length, conflict), parameters);
@@ -250,6 +255,29 @@ export async function writeRows(tx: EntityManager, rows: RecordRow[], write: Row
     if (!write.conflict && classifyDatabaseError(error) === 'unique') throw existingKey(rows, write, error);
     throw ownStatementError(error, `writing rows into "${target.table.name}"`);
   }
+}
+
+/**
+ * `rows` in statements that hold each key (the values at `keys`) once: a key repeated in the file (`key: false`) is
+ * updated by the next statement, as row by row (PostgreSQL's `ON CONFLICT DO UPDATE` refuses to
+ * touch a row twice in one statement).
+ */
+function keysOnce(rows: RecordRow[], keys: number[]): RecordRow[][] {
+  const parts: RecordRow[][] = [];
+  let part: RecordRow[] = [];
+  let seen = new Set<string>();
+  for (const row of rows) {
+    const key = keys.map((at) => String(row.values[at])).join('\u0000');
+    if (seen.has(key)) {
+      parts.push(part);
+      part = [];
+      seen = new Set();
+    }
+    seen.add(key);
+    part.push(row);
+  }
+  if (part.length > 0) parts.push(part);
+  return parts;
 }
 
 const NULL_FIELD = Buffer.from('\\N');
