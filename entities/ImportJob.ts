@@ -67,4 +67,12 @@ export class ImportJob {
    */
   @Column({ name: 'next_offset', type: 'bigint', nullable: true, transformer: bigintNumber })
   nextOffset!: number | null;
+
+  /**
+   * The rows pass 1 found repeating a key, which pass 2 leaves out (records mode with invalid rows
+   * skipped), kept with `validatedOptions` so that a resume skipping validation still leaves them
+   * out; null when there were none (or too many to keep: a resume then validates again).
+   */
+  @Column({ name: 'repeated_rows', type: 'text', nullable: true })
+  repeatedRows!: string | null;
 }

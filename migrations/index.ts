@@ -16,6 +16,7 @@ import { Leases1765670400000 } from './1765670400000-Leases';
 import { ThrottledUntil1765756800000 } from './1765756800000-ThrottledUntil';
 import { ImportResume1765843200000 } from './1765843200000-ImportResume';
 import { ImportOffset1765929600000 } from './1765929600000-ImportOffset';
+import { ImportRepeats1766016000000 } from './1766016000000-ImportRepeats';
 
 /** Add these to your DataSource's `migrations` (they are safe to run twice). */
 export const checkpointMigrations = [
@@ -37,4 +38,5 @@ export const checkpointMigrations = [
   ThrottledUntil1765756800000,
   ImportResume1765843200000,
   ImportOffset1765929600000,
+  ImportRepeats1766016000000,
 ];

@@ -15,7 +15,8 @@ export function fingerprintMismatch(batch: string, stored: string, given: string
 /**
  * In `tx`: creates the import bound to `digest` or, if it exists, checks the digest and locks the
  * row. Returns the stored row. `totalRows` is recorded when known; `validated`, when given, is the
- * options hash of the pass 1 that validated the file (null: a resume must validate again).
+ * options hash of the pass 1 that validated the file (null: a resume must validate again), with
+ * `repeated`, the rows it found repeating a key (`encodeRows`).
  */
 export async function beginIn(
   tx: EntityManager,
@@ -23,6 +24,7 @@ export async function beginIn(
   digest: string,
   totalRows: number | null,
   validated?: string | null,
+  repeated: string | null = null,
 ): Promise<ImportRow> {
   // The insert is a write, so on SQLite it also takes the write lock before anything is read.
   await insertImport(tx, batch, digest, totalRows);
@@ -31,6 +33,7 @@ export async function beginIn(
   const changes: Record<string, unknown> = {};
   if (totalRows !== null && row.total_rows === null) changes.total_rows = totalRows;
   if (validated !== undefined && row.validated_options !== validated) changes.validated_options = validated;
+  if (validated !== undefined && (row.repeated_rows ?? null) !== repeated) changes.repeated_rows = repeated;
   if (Object.keys(changes).length === 0) return row;
   await updateImport(tx, batch, changes);
   return { ...row, ...changes } as ImportRow;

@@ -37,6 +37,8 @@ export interface ImportRow {
   validated_options: string | null;
   /** The byte offset of the next source row in the file, where the reader knew it (see `ImportOffset1765929600000`). */
   next_offset: number | string | null;
+  /** The rows pass 1 found repeating a key, as `encodeRows` writes them (see `ImportRepeats1766016000000`). */
+  repeated_rows: string | null;
 }
 
 /** What one committed chunk adds to its batch's counts: rows written and rows `map` skipped. */

@@ -29,10 +29,38 @@ function stableJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
+// A `text` column holds 65,535 bytes on MySQL: a longer list is not kept (a resume validates again).
+const MAX_ROWS_TEXT = 60_000;
+
+/**
+ * Row indexes (ascending) as text for `repeated_rows`: the gaps between them in base 36, comma
+ * separated; null when there are none, or more than the column holds.
+ */
+export function encodeRows(rows: number[]): string | null {
+  if (rows.length === 0) return null;
+  let text = '';
+  let previous = 0;
+  for (const row of rows) {
+    text += `${text === '' ? '' : ','}${(row - previous).toString(36)}`;
+    if (text.length > MAX_ROWS_TEXT) return null;
+    previous = row;
+  }
+  return text;
+}
+
+/** The row indexes `encodeRows` wrote (none for null). */
+export function decodeRows(text: string | null | undefined): number[] {
+  if (!text) return [];
+  let row = 0;
+  return text.split(',').map((gap) => (row += parseInt(gap, 36)));
+}
+
 /** What a resume without validation starts from: the file's digest and blocks, and its row count. */
 export interface ValidatedResume {
   record: SourceRecord;
   total: number;
+  /** The rows pass 1 found repeating a key, which pass 2 leaves out (records mode). */
+  repeated: number[];
   /** Where pass 2 may start reading: the checkpoint's row and its byte offset (blocks from there on are digested on their own); null to read from the start. */
   seek: { index: number; offset: number } | null;
 }
@@ -64,5 +92,5 @@ export async function validatedResume(
     void block;
     if (signal?.aborted) return null;
   }
-  return record.digest === stored.digest ? { record, total, seek } : null;
+  return record.digest === stored.digest ? { record, total, seek, repeated: decodeRows(stored.repeated_rows) } : null;
 }

@@ -17,7 +17,7 @@ import { beginIn, heldBefore } from '../begin';
 import { stopFor, type StopReason } from '../../control/job-state';
 import type { LoopControl } from '../../control/loop-control';
 import { DuplicateIds } from '../duplicate-ids';
-import { optionsHash, type ValidatedResume, validatedResume } from '../resume';
+import { encodeRows, optionsHash, type ValidatedResume, validatedResume } from '../resume';
 import { advanceImport, lockImport, readImport } from '../import-store';
 import type { ImportFormat } from '../read-rows';
 import type { JsonStart } from '../json-items';
@@ -324,7 +324,7 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   const preload = resumed ? null : await preloadFor(plan, record);
   let scan: Scan | null;
   let preloaded: Preloaded | null = null;
-  if (resumed) scan = validatedScan(resumed.total);
+  if (resumed) scan = validatedScan(resumed.total, resumed.repeated);
   else {
     try {
       scan = await scanSource(plan, record);
@@ -353,12 +353,14 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
     plan = await planOf(call, options);
     validated = recordsOptionsHash(plan, options);
   }
-  // Pass 2 leaves out the repeats of a key pass 1 found: a resume needs pass 1 again then.
+  // Pass 2 leaves out the repeats of a key pass 1 found, kept with the options hash for a resume
+  // (one that cannot keep them all validates again).
+  const repeated = encodeRows(scan.duplicates);
   const written = await writeSource(
     plan,
     resumed?.record ?? record,
     scan,
-    scan.duplicates.length === 0 ? validated : null,
+    scan.duplicates.length === 0 || repeated !== null ? { hash: validated, repeated } : { hash: null, repeated: null },
     resumed?.seek,
     preloaded,
   );
@@ -405,8 +407,8 @@ function recordsOptionsHash(plan: Plan, options: RecordsOptions): string {
 }
 
 /** Pass 1's findings for a batch validated before: its row count, and no repeated key to leave out. */
-function validatedScan(total: number): Scan {
-  return { total, skipped: 0, invalid: 0, duplicates: [], errors: [], summary: [] };
+function validatedScan(total: number, duplicates: number[]): Scan {
+  return { total, skipped: 0, invalid: 0, duplicates, errors: [], summary: [] };
 }
 
 /** What is committed for the batch, for a call stopped before it wrote anything. */
@@ -532,7 +534,7 @@ async function writeSource(
   plan: Plan,
   record: SourceRecord,
   scan: Scan,
-  validated: string | null,
+  validated: { hash: string | null; repeated: string | null },
   seek: ValidatedResume['seek'] = null,
   preloaded: Preloaded | null = null,
 ): Promise<RecordsResult> {
@@ -540,7 +542,7 @@ async function writeSource(
   const total = scan.total;
   // Pass 2 reads on from the checkpoint's byte offset: a validated resume's, or the preload's.
   seek ??= afterPreload(preloaded);
-  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated));
+  const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated.hash, validated.repeated));
   const nextIndex = Number(started.next_index);
   const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes);
   const already = soFar?.already;
