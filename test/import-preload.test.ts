@@ -86,6 +86,16 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
     else expect(progress[0]).to.equal(SIZE);
   });
 
+  it('reads a .tsv beside pass 1 as it reads CSV', async () => {
+    const tsv = join(dir, 'rows.tsv');
+    writeFileSync(tsv, labCsv(ROWS, 'row').replace(/,/g, '\t'));
+    const progress: number[] = [];
+    expect(await importFile(database.ds, 'tsv', tsv, { onProgress: (p) => progress.push(p.items) })).to.include({ rows: ROWS, done: true });
+    await expectEveryRowOnce('tsv');
+    if (preloads) expect(progress[0]).to.be.above(SIZE);
+    else expect(progress[0]).to.equal(SIZE);
+  });
+
   if (preloads) {
     it('an invalid last row: INVALID_INPUT at that row, and nothing of the rows already copied stays', async () => {
       const invalid = join(dir, 'invalid-last.csv');

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { DataSource } from 'typeorm';
-import { checkpointEntities, dataSourceOptionsFromUrl, importFile } from '../src';
+import { checkpointEntities, dataSourceOptionsFromUrl, importFile, values as importValues } from '../src';
 import { decodeRows, encodeRows } from '../src/import/resume';
 import { kill, runChild, startChild } from './support/child';
 import { cli, cliJson } from './support/cli-run';
@@ -218,8 +218,25 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       }
     });
 
-    it('id/value rows from a .tsv are INVALID_ARGUMENT: a .tsv is read in records mode', async () => {
-      await expectCode(importFile(database.ds, 'tsv-rows', file('rows.tsv', 'id\tvalue\na\t1\n')), 'INVALID_ARGUMENT');
+    it('id/value rows from a .tsv and .tsv.gz are CSV with a tab delimiter too: a comma is data, quotes as in CSV', async () => {
+      const quoted = '"q\t""7"""\t7';
+      const lines = Array.from({ length: 3000 }, (_, i) => (i === 7 ? quoted : `r,${i}\t${i}`));
+      const text = `id\tvalue\r\n${lines.join('\r\n')}\r\n`;
+      for (const [n, path] of [file('rows.tsv', text), file('rows.tsv.gz', gzipSync(text))].entries()) {
+        const batch = `tsv-rows-${n}`;
+        expect(await importFile(database.ds, batch, path, { size: 100 }), path).to.include({ rows: 3000, done: true });
+        const stored = await importValues(database.ds, batch);
+        expect(stored).to.have.length(3000);
+        expect(stored).to.deep.include.members([
+          ['r,0', 0],
+          ['q\t"7"', 7],
+          ['r,2999', 2999],
+        ]);
+      }
+      // A tab inside an unquoted id splits the record: a ragged row is refused before any write.
+      const ragged = file('ragged.tsv', 'id\tvalue\na\t1\nb\tc\t2\n');
+      await expectCode(importFile(database.ds, 'tsv-ragged', ragged), 'INVALID_INPUT');
+      expect(await importValues(database.ds, 'tsv-ragged')).to.deep.equal([]);
     });
   });
 

@@ -112,15 +112,44 @@ async function resumedImport(): Promise<Record<string, unknown>> {
         if (progress.total !== null && progress.total !== undefined && progress.items >= progress.total * 0.9) stop.abort();
       },
     });
-    if (first.done) throw new Error('the first run was not stopped');
+    // On a quiet host a small file loads whole beside pass 1 (one commit, no 90 % to stop at): the
+    // state a stop at 90 % commits is then made from the finished import, by hand (PostgreSQL, the only
+    // database that loads beside pass 1).
+    let before = first.rows;
+    if (first.done) {
+      before = Math.floor((first.nextIndex * 0.9) / size) * size;
+      await rewindTo(dataSource, before);
+    }
     const started = performance.now();
     const outcome = await importFile(dataSource, 'bench', path, { into: 'bench_typed', size });
     const ms = performance.now() - started;
     if (!outcome.done) throw new Error('the resumed import did not finish');
-    return { rows: first.rows + outcome.rows, resumedRows: outcome.rows, ms };
+    return { rows: before + outcome.rows, resumedRows: outcome.rows, ms };
   } finally {
     await dataSource.destroy();
   }
+}
+
+/**
+ * Turns the finished import of `bench` back into the one a stop after row `next` commits: the rows
+ * from it on deleted, the checkpoint at it with the byte offset of its line (the CSV's lines are
+ * rows, ids from 1) and the counts of the chunks before it.
+ */
+async function rewindTo(dataSource: DataSource, next: number): Promise<void> {
+  let offset = 0;
+  let line = -1; // the header
+  for await (const text of createInterface({ input: createReadStream(path, { highWaterMark: 1 << 20 }), crlfDelay: Infinity })) {
+    if (line === next) break;
+    offset += Buffer.byteLength(text) + 1;
+    line++;
+  }
+  await dataSource.transaction(async (tx) => {
+    await tx.query('DELETE FROM bench_typed WHERE id > $1', [next]);
+    await tx.query(
+      "UPDATE checkpoint_imports SET next_index = $1, next_offset = $2, written_rows = $1, chunks = $3 WHERE id = 'bench'",
+      [next, offset, next / size],
+    );
+  });
 }
 
 /** Pass 1 alone (`check: true`), with what the variant adds to it; nothing is written. */

@@ -3,7 +3,7 @@ import type { CsvSpans } from './csv-records';
 import { type CsvData, csvData, type CsvDataStart, type CsvHeader, csvRowOf } from './csv-rows';
 import type { JsonStart } from './json-items';
 import { jsonRows } from './json-rows';
-import type { ImportFormat } from './read-rows';
+import { isCsvLike, type RowsFormat, separatorOf } from './read-rows';
 import type { Row } from './row';
 
 /** A chunk as `ChunkRows.take` hands it over: Row objects, or COPY text. */
@@ -124,14 +124,15 @@ export interface ChunkReading {
  * Each chunk keeps the byte offset of the row after it.
  */
 export async function fillChunks(
-  format: ImportFormat,
+  format: RowsFormat,
   blocks: AsyncGenerator<Buffer>,
   chunk: ChunkRows,
   { from, chunkEnds, chunkEnded, checked = (items) => items, start }: ChunkReading,
 ): Promise<boolean> {
-  if (format === 'csv') {
+  if (isCsvLike(format)) {
     const csvStart = start !== undefined && 'header' in start ? start : undefined;
-    const groups = chunk.copying ? csvData(blocks, csvStart) : csvRowGroups(csvData(blocks, csvStart));
+    const data = csvData(blocks, csvStart, separatorOf(format));
+    const groups = chunk.copying ? data : csvRowGroups(data);
     for await (const group of checked<CsvData & { rows?: Row[] }>(groups)) {
       const { spans, from: first, index, header, rows } = group;
       for (let r = first; r < spans.count; r++) {

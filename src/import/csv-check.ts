@@ -1,5 +1,5 @@
 import { csvData, type CsvHeader, csvRowOf } from './csv-rows';
-import type { CsvSpans } from './csv-records';
+import type { CsvSeparator, CsvSpans } from './csv-records';
 import type { DuplicateIds } from './duplicate-ids';
 import { checkStorableId, MAX_ID_LENGTH } from './import-store';
 
@@ -18,9 +18,10 @@ export async function checkCsvRows(
   duplicates: DuplicateIds,
   storable: boolean,
   signal: AbortSignal | undefined,
+  separator: CsvSeparator = ',',
 ): Promise<number | null> {
   let rows = 0;
-  for await (const { spans, from, index, header } of csvData(blocks)) {
+  for await (const { spans, from, index, header } of csvData(blocks, undefined, separator)) {
     // U+0000 is rare: the rows of a group without one need no look for it.
     const noNul = !storable || spans.bytes.indexOf(0) < 0;
     for (let r = from; r < spans.count; r++) {

@@ -132,12 +132,15 @@ export async function* csvRecords(blocks: AsyncIterable<Buffer>): AsyncGenerator
  * its errors (CsvError) are csv-parse's. Like csv-parse, the record delimiter is the first of
  * \r\n, \n or \r met. A very long record also goes to csv-parse, which reads it incrementally.
  */
-export function csvSpans(blocks: AsyncIterable<Buffer>, from?: CsvPosition): AsyncGenerator<CsvSpans> {
+export function csvSpans(blocks: AsyncIterable<Buffer>, from?: CsvPosition, separator: CsvSeparator = ','): AsyncGenerator<CsvSpans> {
   const rest: CsvRest<CsvSpans> = async function* (head, rest, delimiter) {
-    for await (const records of parsedByCsvParse(head, rest, delimiter)) yield CsvSpans.of(records);
+    for await (const records of parsedByCsvParse(head, rest, delimiter, separator)) yield CsvSpans.of(records);
   };
-  return csvSpansThen(blocks, rest, { from });
+  return csvSpansThen(blocks, rest, { from, separator });
 }
+
+/** The field separator of the CSV a byte reader splits: a comma, or a tab (a `.tsv` file). */
+export type CsvSeparator = ',' | '\t';
 
 /**
  * What reads the input from the start of a record on, once `csvSpansThen` hands it over: `head`
@@ -159,11 +162,11 @@ export type CsvRest<T> = (
 export async function* csvSpansThen<T>(
   blocks: AsyncIterable<Buffer>,
   rest: CsvRest<T>,
-  options: { utf8?: boolean; from?: CsvPosition } = {},
+  options: { utf8?: boolean; from?: CsvPosition; separator?: CsvSeparator } = {},
 ): AsyncGenerator<CsvSpans | T> {
   const iterator = blocks[Symbol.asyncIterator]();
   try {
-    yield* scan(iterator, rest, options.utf8 === true, options.from);
+    yield* scan(iterator, rest, options.utf8 === true, options.from, (options.separator ?? ',').charCodeAt(0));
   } finally {
     // However the reading ends, the source is closed (its file handle released).
     await iterator.return?.();
@@ -180,7 +183,8 @@ async function* scan<T>(
   iterator: AsyncIterator<Buffer>,
   rest: CsvRest<T>,
   utf8: boolean,
-  from?: CsvPosition,
+  from: CsvPosition | undefined,
+  separator: number,
 ): AsyncGenerator<CsvSpans | T> {
   let delimiter: RecordDelimiter | null = from?.delimiter ?? null;
   // The unfinished record and the block after it, copied into a buffer of our own: the source may
@@ -218,7 +222,7 @@ async function* scan<T>(
       bomChecked = true;
     }
 
-    const split = splitRecords(buffer, spans, end, delimiter, bom + passed);
+    const split = splitRecords(buffer, spans, end, delimiter, bom + passed, separator);
     const { start, field, quoted } = split;
     delimiter = split.delimiter;
     const length = buffer.length;
@@ -265,7 +269,14 @@ interface Split {
  * The complete records of `buffer` up to the first quote, added to `spans` (reset to it). A plain
  * function, not part of the generator: V8 optimises its loop over the bytes far better there.
  */
-function splitRecords(buffer: Buffer, spans: CsvSpans, end: boolean, found: RecordDelimiter | null, base: number): Split {
+function splitRecords(
+  buffer: Buffer,
+  spans: CsvSpans,
+  end: boolean,
+  found: RecordDelimiter | null,
+  base: number,
+  separator: number,
+): Split {
   let delimiter = found;
   spans.reset(buffer, base);
   let start = 0; // first byte of the record being read
@@ -274,8 +285,9 @@ function splitRecords(buffer: Buffer, spans: CsvSpans, end: boolean, found: Reco
   const length = buffer.length;
   for (let at = 0; at < length; at++) {
     const byte = buffer[at];
+    // Every byte that matters (the separator, a comma or a tab, the quote, CR, LF) is at most a comma.
     if (byte > COMMA) continue;
-    if (byte === COMMA) {
+    if (byte === separator) {
       spans.addField(field, at);
       field = at + 1;
       continue;
@@ -314,6 +326,7 @@ async function* parsedByCsvParse(
   head: Buffer,
   rest: AsyncIterator<Buffer> | null,
   delimiter: RecordDelimiter | null,
+  separator: CsvSeparator,
 ): AsyncGenerator<string[][]> {
   async function* input(): AsyncGenerator<Buffer> {
     if (head.length > 0) yield head;
@@ -321,6 +334,7 @@ async function* parsedByCsvParse(
     for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield Buffer.from(next.value);
   }
   const parser = new Parser({
+    delimiter: separator,
     relax_column_count: true,
     skip_empty_lines: true,
     ...(delimiter === null ? {} : { record_delimiter: delimiter }),

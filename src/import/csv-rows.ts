@@ -1,6 +1,6 @@
 import { CsvError } from 'csv-parse';
 import { InvalidInputError } from '../core/errors';
-import { type CsvPosition, type CsvSpans, csvSpans } from './csv-records';
+import { type CsvPosition, type CsvSeparator, type CsvSpans, csvSpans } from './csv-records';
 import { checkId, integerFromText, type Row } from './row';
 import { Utf8Text } from './utf8-text';
 
@@ -53,9 +53,9 @@ export function csvRowOf(spans: CsvSpans, record: number, header: CsvHeader, ind
  * csv-records.ts), after a header row with columns named exactly `id` and `value` (others
  * ignored), UTF-8 BOM stripped. `index` counts data records from 0. The records are not checked
  * against the row rules (`csvRowOf` does that); the file's structure and its UTF-8 are, with
- * INVALID_INPUT raised after the records that come before the problem.
+ * INVALID_INPUT raised after the records that come before the problem. `separator`: a `.tsv` file's is a tab.
  */
-export async function* csvData(blocks: AsyncIterable<Buffer>, start?: CsvDataStart): AsyncGenerator<CsvData> {
+export async function* csvData(blocks: AsyncIterable<Buffer>, start?: CsvDataStart, separator: CsvSeparator = ','): AsyncGenerator<CsvData> {
   // csv-parse would decode invalid UTF-8 leniently, so the bytes are checked first and the input
   // ends before the first invalid byte; the record cut there is the one that holds it.
   const utf8 = new Utf8Text(start?.offset);
@@ -87,7 +87,7 @@ export async function* csvData(blocks: AsyncIterable<Buffer>, start?: CsvDataSta
     );
   };
   try {
-    for await (const spans of csvSpans(checked(), start)) {
+    for await (const spans of csvSpans(checked(), start, separator)) {
       let from = 0;
       if (header === null) {
         header = headerOf(spans.record(0));
@@ -116,8 +116,8 @@ export async function* csvData(blocks: AsyncIterable<Buffer>, start?: CsvDataSta
  * Rows of a CSV file (see `csvData`), `value` matching -?[0-9]+ within ±(2^53−1), in groups;
  * INVALID_INPUT with `index` on the first bad row, after the rows before it.
  */
-export async function* csvRows(blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
-  for await (const { spans, from, index, header } of csvData(blocks)) {
+export async function* csvRows(blocks: AsyncIterable<Buffer>, separator: CsvSeparator = ','): AsyncGenerator<Row[]> {
+  for await (const { spans, from, index, header } of csvData(blocks, undefined, separator)) {
     const rows: Row[] = [];
     try {
       for (let r = from; r < spans.count; r++) rows.push(csvRowOf(spans, r, header, index + r - from));

@@ -20,7 +20,7 @@ import {
   validateBatch,
 } from './import-store';
 import { duplicateId } from './parse-rows';
-import { formatOf, type ImportFormat, isTsv, readRows } from './read-rows';
+import { formatOf, type ImportFormat, isCsvLike, isTsv, readRows, type RowsFormat, separatorOf } from './read-rows';
 import type { Row } from './row';
 import { newSourceRecord, recordedBlocks, recordingEnded, type SourceRecord, verifiedBlocks } from './source-blocks';
 import { afterPreload, idValueRows, Preload, type Preloaded, preloadedSoFar, worthPreloading } from './preload';
@@ -165,14 +165,15 @@ export async function importFile<R = Row>(
     const read = tsv && options.csv?.delimiter === undefined ? { ...options, csv: { ...options.csv, delimiter: '\t' } } : options;
     return importRecords({ db, batch, path, format, gzip, size, handler: records, onProgress, signal, control }, read);
   }
-  if (tsv) throw new InvalidArgumentError('importFile: a .tsv file is read in records mode (into or records: true).');
   for (const name of RECORDS_ONLY) {
     if (options[name] !== undefined)
       throw new InvalidArgumentError(`importFile: ${name} is an option of records mode (into or records: true).`);
   }
   validateRecordsOptions(options);
+  // A .tsv file's rows are CSV with a tab delimiter.
+  const rows: RowsFormat = tsv ? 'tsv' : format;
 
-  if (options.check) return checkSource(path, format, gzip, newSourceRecord(), batch, !handler);
+  if (options.check) return checkSource(path, rows, gzip, newSourceRecord(), batch, !handler);
   const rowHandler = handler as ImportFileOptions['handler'];
   if (signal?.aborted) return { ...(await storedState(db, batch)), stopped: 'signal' };
   const control = new LoopControl(db, IMPORTS, batch, options);
@@ -180,12 +181,12 @@ export async function importFile<R = Row>(
   const held = await heldBefore(db, batch, control);
   if (held) return { ...(await storedState(db, batch)), stopped: held };
   const bulk = !handler && bulkPathOf(db);
-  const hash = optionsHash({ rows: 'id/value', format, gzip, builtInTable: !handler });
+  const hash = optionsHash({ rows: 'id/value', format: rows, gzip, builtInTable: !handler });
   // A file read as it is stored (not gunzipped) can start at the checkpoint's byte offset.
   const seekable = !gzip;
   const pass1: { record: SourceRecord; total: number; preloaded?: Preloaded | null; seek?: ValidatedResume['seek'] } | null =
     (await validatedResume(db, batch, path, hash, signal, seekable)) ??
-    (await validateWithPreload(db, batch, path, format, gzip, size, bulk, options));
+    (await validateWithPreload(db, batch, path, rows, gzip, size, bulk, options));
   if (pass1 === null) return { ...(await storedState(db, batch)), stopped: 'signal' };
   const { record, total, preloaded = null } = pass1;
   // Pass 2 reads on from the checkpoint's byte offset: a validated resume's, or the preload's.
@@ -228,7 +229,7 @@ export async function importFile<R = Row>(
             taken.start,
             taken.copy,
             order,
-            () => rowsAt(path, format, gzip, record, batch, taken.start, taken.copy!.rows),
+            () => rowsAt(path, rows, gzip, record, batch, taken.start, taken.copy!.rows),
             gzip ? null : taken.nextOffset,
           )
         : commitChunk(db, batch, record.digest, taken.start, taken.rows, rowHandler, gzip ? null : taken.nextOffset),
@@ -240,12 +241,12 @@ export async function importFile<R = Row>(
       // The CSV reader copies what it keeps of a block, so every block can be the same buffer.
       const onBytes = (read: number) => (pipeline.bytes = read);
       // A resume of a validated file starts at the checkpoint's byte offset, where the digest pass recorded it.
-      const start = seek !== null && seek.index === nextIndex ? await dataStart(path, format, record, batch, seek) : undefined;
-      const reading = { onBytes, reuseBuffer: format === 'csv' && !gzip, ...(start ? { at: start.offset } : {}) };
+      const start = seek !== null && seek.index === nextIndex ? await dataStart(path, rows, record, batch, seek) : undefined;
+      const reading = { onBytes, reuseBuffer: isCsvLike(rows) && !gzip, ...(start ? { at: start.offset } : {}) };
       const blocks = decoded(verifiedBlocks(path, record, batch, reading), gzip);
       const changed = <T>(items: AsyncGenerator<T>) => unchanged(items, batch, record);
       if (
-        !(await fillChunks(format, blocks, chunk, {
+        !(await fillChunks(rows, blocks, chunk, {
           from: () => pipeline.next,
           chunkEnds: full,
           chunkEnded: submit,
@@ -268,13 +269,14 @@ export async function importFile<R = Row>(
  */
 async function dataStart(
   path: string,
-  format: ImportFormat,
+  format: RowsFormat,
   record: SourceRecord,
   batch: string,
   seek: JsonStart,
 ): Promise<CsvDataStart | JsonStart> {
-  if (format !== 'csv') return seek;
-  const { record: names, delimiter } = await csvHeading(verifiedBlocks(path, record, batch, { recordedOnly: true }), {});
+  if (!isCsvLike(format)) return seek;
+  const first = verifiedBlocks(path, record, batch, { recordedOnly: true });
+  const { record: names, delimiter } = await csvHeading(first, { delimiter: separatorOf(format) });
   return { header: headerOf(names), delimiter, index: seek.index, offset: seek.offset };
 }
 
@@ -287,7 +289,7 @@ async function validateWithPreload(
   db: Db,
   batch: string,
   path: string,
-  format: ImportFormat,
+  format: RowsFormat,
   gzip: boolean,
   size: number,
   bulk: boolean,
@@ -299,7 +301,7 @@ async function validateWithPreload(
     bulk && holdsConnection(db) && (await worthPreloading(path))
       ? await Preload.open(dataSource, batch, size, idValueRows(dataSource, batch, format, size))
       : null;
-  preload?.start(path, record, { gzip, reuseBuffer: format === 'csv' && !gzip });
+  preload?.start(path, record, { gzip, reuseBuffer: isCsvLike(format) && !gzip });
   let total: number | null;
   try {
     total = await validateSource(path, format, gzip, record, batch, !options.handler, options.signal);
@@ -321,7 +323,7 @@ async function validateWithPreload(
 /** Pass 1: digest and validate the whole file; the number of rows, or null when `signal` stopped it. */
 async function validateSource(
   path: string,
-  format: ImportFormat,
+  format: RowsFormat,
   gzip: boolean,
   record: SourceRecord,
   batch: string,
@@ -333,8 +335,9 @@ async function validateSource(
     let index = 0;
     let failure: InvalidInputError | null = null;
     try {
-      if (format === 'csv') {
-        const rows = await checkCsvRows(decoded(recordedBlocks(path, record, !gzip), gzip), duplicates, builtInTable, signal);
+      if (isCsvLike(format)) {
+        const blocks = decoded(recordedBlocks(path, record, !gzip), gzip);
+        const rows = await checkCsvRows(blocks, duplicates, builtInTable, signal, separatorOf(format));
         if (rows === null) return null;
         index = rows;
       } else {
@@ -365,7 +368,7 @@ async function validateSource(
 /** The second look behind duplicate detection: the ids of the given rows (ascending indexes), read again. */
 async function idsAt(
   path: string,
-  format: ImportFormat,
+  format: RowsFormat,
   gzip: boolean,
   record: SourceRecord,
   batch: string,
@@ -388,7 +391,7 @@ async function idsAt(
 /** Rows `start…start + count − 1` of the source, read again (to name a row the database refused). */
 async function rowsAt(
   path: string,
-  format: ImportFormat,
+  format: RowsFormat,
   gzip: boolean,
   record: SourceRecord,
   batch: string,
@@ -588,7 +591,7 @@ async function commitChunk(
 /** `check` for the id/value rows: pass 1 alone; its rules stop at the first invalid row, so that is the one reported. */
 async function checkSource(
   path: string,
-  format: ImportFormat,
+  format: RowsFormat,
   gzip: boolean,
   record: SourceRecord,
   batch: string,

@@ -9,7 +9,7 @@ import { stopFor } from '../control/job-state';
 import type { CopyRows } from '../dialect';
 import { ChunkRows, fillChunks } from './chunk-rows';
 import { advanceImport, ITEM_COLUMNS, ITEMS, readImport, rollbackQuietly } from './import-store';
-import type { ImportFormat } from './read-rows';
+import type { RowsFormat } from './read-rows';
 import { gunzipped } from './gunzipped';
 import { recordingEnd, type SourceRecord, verifiedBlocks } from './source-blocks';
 
@@ -90,7 +90,7 @@ export interface PreloadRows {
 }
 
 /** The id/value rows of a file in `format`, as binary COPY rows of the built-in table. */
-export function idValueRows(dataSource: DataSource, batch: string, format: ImportFormat, size: number): PreloadRows {
+export function idValueRows(dataSource: DataSource, batch: string, format: RowsFormat, size: number): PreloadRows {
   const chunk = new ChunkRows(Buffer.from(batch), 2);
   return {
     read: (blocks, from, chunkEnded) =>

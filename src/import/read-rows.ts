@@ -16,6 +16,19 @@ const EXTENSIONS: Record<string, ImportFormat> = {
   '.tsv': 'csv',
 };
 
+/** The formats of `{ id, value }` rows as read: CSV, or a `.tsv` file's CSV with a tab delimiter. */
+export type RowsFormat = ImportFormat | 'tsv';
+
+/** The field separator of a CSV-like format of rows. */
+export function separatorOf(format: 'csv' | 'tsv'): ',' | '\t' {
+  return format === 'tsv' ? '\t' : ',';
+}
+
+/** True for CSV and a `.tsv` file's CSV. */
+export function isCsvLike(format: RowsFormat): format is 'csv' | 'tsv' {
+  return format === 'csv' || format === 'tsv';
+}
+
 /** A `.tsv` file (before any `.gz`) is CSV with a tab delimiter. */
 export function isTsv(path: string): boolean {
   return extname(path).toLowerCase() === '.tsv';
@@ -37,8 +50,8 @@ export function formatOf(path: string, format: unknown): ImportFormat {
 }
 
 /** The rows of a source in the given format, in groups as they are read; INVALID_INPUT with `index` on the first bad row. */
-export function readRows(format: ImportFormat, blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
-  return format === 'csv' ? csvRows(blocks) : rowsOf(jsonRows(format, blocks));
+export function readRows(format: RowsFormat, blocks: AsyncIterable<Buffer>): AsyncGenerator<Row[]> {
+  return isCsvLike(format) ? csvRows(blocks, separatorOf(format)) : rowsOf(jsonRows(format, blocks));
 }
 
 async function* rowsOf(groups: AsyncGenerator<{ items: Row[] }>): AsyncGenerator<Row[]> {
