@@ -88,7 +88,7 @@ export interface RecordsOptions {
   invalid?: 'reject' | 'skip';
   /** With `invalid: 'skip'`: more invalid rows than this rejects the file (`INVALID_INPUT`) before any write. Default: no limit. */
   maxInvalid?: number;
-  /** How CSV files are read; ignored for JSON formats. */
+  /** How CSV files are read; ignored for JSON formats, but for `csv.null`, a synonym of `nullIf` with one text (every format). */
   csv?: CsvOptions;
   /**
    * Texts read as NULL in every format: a CSV field (quoted or not) or a JSON string field equal to
