@@ -73,18 +73,21 @@ describe(`import: pass 2 begun during pass 1 (${DRIVER})`, () => {
     expectFirstProgress(progress, preloads, SIZE, ROWS);
   });
 
-  it('reads NDJSON beside pass 1 as it reads CSV', async () => {
-    const ndjson = join(dir, 'rows.ndjson');
-    writeFileSync(ndjson, `${Array.from({ length: ROWS }, (_, i) => JSON.stringify({ id: `row-${i}`, value: i })).join('\n')}\n`);
-    const progress: number[] = [];
-    expect(await importFile(database.ds, 'ndjson', ndjson, { onProgress: (p) => progress.push(p.items) })).to.include({
-      rows: ROWS,
-      done: true,
+  for (const format of ['ndjson', 'json'] as const) {
+    it(`reads ${format === 'json' ? 'a JSON array' : 'NDJSON'} beside pass 1 as it reads CSV`, async () => {
+      const source = join(dir, `rows.${format}`);
+      const items = Array.from({ length: ROWS }, (_, i) => JSON.stringify({ id: `row-${i}`, value: i }));
+      writeFileSync(source, format === 'json' ? `[\n${items.join(',\n')}\n]\n` : `${items.join('\n')}\n`);
+      const progress: number[] = [];
+      expect(await importFile(database.ds, format, source, { onProgress: (p) => progress.push(p.items) })).to.include({
+        rows: ROWS,
+        done: true,
+      });
+      await expectEveryRowOnce(format);
+      if (preloads) expect(progress[0]).to.be.above(SIZE);
+      else expect(progress[0]).to.equal(SIZE);
     });
-    await expectEveryRowOnce('ndjson');
-    if (preloads) expect(progress[0]).to.be.above(SIZE);
-    else expect(progress[0]).to.equal(SIZE);
-  });
+  }
 
   it('reads a .tsv beside pass 1 as it reads CSV', async () => {
     const tsv = join(dir, 'rows.tsv');
