@@ -145,10 +145,11 @@ async function rewindTo(dataSource: DataSource, next: number): Promise<void> {
   }
   await dataSource.transaction(async (tx) => {
     await tx.query('DELETE FROM bench_typed WHERE id > $1', [next]);
-    await tx.query(
-      "UPDATE checkpoint_imports SET next_index = $1, next_offset = $2, written_rows = $1, chunks = $3 WHERE id = 'bench'",
-      [next, offset, next / size],
-    );
+    await tx.query("UPDATE checkpoint_imports SET next_index = $1, next_offset = $2, written_rows = $1, chunks = $3 WHERE id = 'bench'", [
+      next,
+      offset,
+      next / size,
+    ]);
   });
 }
 

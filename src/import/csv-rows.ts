@@ -55,7 +55,11 @@ export function csvRowOf(spans: CsvSpans, record: number, header: CsvHeader, ind
  * against the row rules (`csvRowOf` does that); the file's structure and its UTF-8 are, with
  * INVALID_INPUT raised after the records that come before the problem. `separator`: a `.tsv` file's is a tab.
  */
-export async function* csvData(blocks: AsyncIterable<Buffer>, start?: CsvDataStart, separator: CsvSeparator = ','): AsyncGenerator<CsvData> {
+export async function* csvData(
+  blocks: AsyncIterable<Buffer>,
+  start?: CsvDataStart,
+  separator: CsvSeparator = ',',
+): AsyncGenerator<CsvData> {
   // csv-parse would decode invalid UTF-8 leniently, so the bytes are checked first and the input
   // ends before the first invalid byte; the record cut there is the one that holds it.
   const utf8 = new Utf8Text(start?.offset);
