@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eachBatch, eachPartition, listPartitions, sqlSource, status, step } from '../src';
+import { eachBatch, eachPartition, listPartitions, reset, sqlSource, status, step } from '../src';
 import { rejection } from './support/expect-code';
 import { CheckpointManager } from '../src/claims/checkpoint-manager';
 import { type Child, startChild, TYPESCRIPT_NODE_ARGS } from './support/child';
@@ -262,6 +262,18 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       });
       expect(unknown.code).to.equal(0);
       expect(unknown.json).to.include({ ok: true, found: false, job: null, import: null });
+    });
+
+    it("status <name> shows an unfinished job's state as status() has it: active", async () => {
+      const stop = new AbortController();
+      const source = (cursor: unknown) => ({ items: [1], next: Number(cursor ?? 0) + 1 });
+      expect(await eachBatch(database.ds, 'cli-active', source, 1, () => stop.abort(), { signal: stop.signal })).to.include({
+        done: false,
+      });
+      const shown = await cli(['status', 'cli-active', ...db]);
+      expect(shown.code).to.equal(0);
+      expect(shown.stdout.join('\n')).to.include('job "cli-active": active, 1 batches, 1 items');
+      await reset(database.ds, 'cli-active');
     });
 
     it('status without a name gives an overview; list gives every job, step and import', async () => {

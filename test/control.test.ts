@@ -349,7 +349,7 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
 
       let read = false;
       const again = await importFile(db.ds, 'imp-paused', path, { size: 20, handler: () => void (read = true) });
-      expect(again).to.include({ rows: 0, done: false, stopped: 'paused', nextIndex: first.nextIndex });
+      expect(again).to.include({ rows: 0, batches: 0, items: 0, done: false, stopped: 'paused', nextIndex: first.nextIndex });
       expect(read).to.equal(false);
       expect(await resume(db.ds, 'imp-paused')).to.equal(true);
       const rest = await importFile(db.ds, 'imp-paused', path, { size: 20 });
@@ -357,6 +357,18 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       expect(rest.stopped).to.equal(undefined);
       const stored = await values(db.ds, 'imp-paused');
       expect(Object.keys(stored)).to.have.length(2500);
+      // A finished batch: a call with its signal already aborted has nothing to stop, so no `stopped`.
+      const aborted = AbortSignal.abort();
+      const finished = await importFile(db.ds, 'imp-paused', path, { size: 20, signal: aborted });
+      expect(finished).to.include({ done: true, nextIndex: 2500, rows: 0 });
+      expect(finished).to.not.have.property('stopped');
+      const records = await importFile(db.ds, 'imp-paused-records', path, {
+        into: 'ctl_records',
+        map: (r) => ({ k: r.id, v: Number(r.value) }),
+      });
+      expect(records.done).to.equal(true);
+      expect(await importFile(db.ds, 'imp-paused-records', path, { into: 'ctl_records', signal: aborted })).to.not.have.property('stopped');
+      await db.ds.query('DELETE FROM ctl_records');
     });
 
     it('stops a records import into a table without a unique key at a cancel; the rows stay once', async () => {
@@ -378,6 +390,8 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       expect(await count(db.ds, 'SELECT COUNT(DISTINCT k) FROM ctl_records')).to.equal(committed);
       expect(await importFile(db.ds, 'rec-cancel', path, { into: 'ctl_records', map, size: 10 })).to.include({
         rows: 0,
+        batches: 0,
+        items: 0,
         stopped: 'cancelled',
       });
     });

@@ -14,16 +14,11 @@ export function describeRanges(counts: NonNullable<Status['partitions']>): strin
   return `${counts.done} done, ${counts.running} running, ${counts.pending} pending, ${counts.dead} dead of ${total} ranges`;
 }
 
-/** How a job's or import's state reads: `done`, `not done` (active), `paused`, `cancelled`. */
-export function stateText(state: Status['state']): string {
-  return state === 'active' ? 'not done' : state;
-}
-
 const throttled = (ms: number) => (ms > 0 ? `, throttled ${(ms / 1000).toFixed(1)} s` : '');
 
 function describePartitioned(job: Status, ranges: PartitionInfo[]): string[] {
   return [
-    `partitioned job "${job.name}": ${stateText(job.state)}, ${job.batches} batches, ${job.items} items, ${describeRanges(job.partitions!)}`,
+    `partitioned job "${job.name}": ${job.state}, ${job.batches} batches, ${job.items} items, ${describeRanges(job.partitions!)}`,
     ...progressLine(job),
     `  started ${formatTime(job.startedAt)}, updated ${formatTime(job.updatedAt)}, finished ${formatTime(job.finishedAt)}`,
     ...textTable(
@@ -52,7 +47,7 @@ function progressLine(job: Status): string[] {
 
 function describeJob(job: Status): string[] {
   return [
-    `${job.kind === 'step' ? 'step' : 'job'} "${job.name}": ${stateText(job.state)}` +
+    `${job.kind === 'step' ? 'step' : 'job'} "${job.name}": ${job.state}` +
       (job.kind === 'batch' ? `, ${job.batches} batches, ${job.items} items${throttled(job.throttledMs)}` : ''),
     `  ${job.kind === 'batch' ? 'cursor' : 'value'} ${JSON.stringify(job.kind === 'batch' ? job.cursor : job.value)}`,
     ...progressLine(job),
@@ -62,7 +57,7 @@ function describeJob(job: Status): string[] {
 
 function describeImport(batch: ImportBatchStatus): string[] {
   return [
-    `import "${batch.batch}": ${importPosition(batch)}, ${stateText(batch.state)}${throttled(batch.throttledMs)}`,
+    `import "${batch.batch}": ${importPosition(batch)}, ${batch.state}${throttled(batch.throttledMs)}`,
     `  ${importCounts(batch)} (rejects: ${batch.invalid}), ${batch.chunks ?? '—'} chunks`,
     `  digest ${batch.digest}`,
     `  started ${formatTime(batch.startedAt)}, updated ${formatTime(batch.updatedAt)}`,

@@ -5,7 +5,7 @@ import { progressSince, type Progress } from '../core/progress';
 import { LoopSpans, type SpanScope } from '../core/telemetry';
 import { dataSourceOf, type Db, joinsTransaction, MAX_ATTEMPTS, retryPause, transact } from '../core/transaction';
 import { AbandonedPipeline } from '../dialect';
-import { stopFor } from '../control/job-state';
+import { stopFor, type StopReason } from '../control/job-state';
 import type { LoopControl } from '../control/loop-control';
 import { cursorMismatch } from './apply-chunk';
 import { fingerprintMismatch } from './begin';
@@ -22,7 +22,7 @@ import type { ImportFileResult } from './import-file';
  */
 
 /** What a call of `importFile` reports, whichever mode wrote the rows. */
-export type PipelineResult = Pick<ImportFileResult, 'batch' | 'digest' | 'nextIndex' | 'rows' | 'done' | 'stopped'>;
+export type PipelineResult = Pick<ImportFileResult, 'batch' | 'digest' | 'nextIndex' | 'rows' | 'done' | 'stopped' | 'batches' | 'items'>;
 
 /** What committing one chunk did: the checkpoint after it, the rows it wrote, and whether the batch was found paused or cancelled instead. */
 export interface ChunkOutcome {
@@ -201,8 +201,19 @@ export function proceedAfter(order: ChunkOrder, signal: AbortSignal | undefined)
   return order.previous.then((committed) => committed && !signal?.aborted);
 }
 
+/**
+ * What a call returns when it stopped before it wrote anything: `stopped` (the signal, or a pause
+ * or cancel found before it began: then with `batches: 0` and `items: 0`, as every loop returns
+ * such a call), unless the batch is done.
+ */
+export async function stoppedBefore(db: Db, batch: string, stopped: StopReason): Promise<PipelineResult> {
+  const state = await storedState(db, batch);
+  if (state.done) return state;
+  return stopped === 'paused' || stopped === 'cancelled' ? { ...state, batches: 0, items: 0, stopped } : { ...state, stopped };
+}
+
 /** What is committed for `batch`, for a call stopped before it wrote anything. */
-export async function storedState(db: Db, batch: string): Promise<PipelineResult> {
+async function storedState(db: Db, batch: string): Promise<PipelineResult> {
   const row = await transact(db, (tx: EntityManager) => readImport(tx, batch));
   const nextIndex = row ? Number(row.next_index) : 0;
   const total = row?.total_rows === null || row === undefined ? null : Number(row.total_rows);

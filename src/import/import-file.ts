@@ -38,7 +38,7 @@ import {
   notAtStart,
   pipelinedWrite,
   proceedAfter,
-  storedState,
+  stoppedBefore,
   unchanged,
 } from './chunk-pipeline';
 import { importRecords, type RecordsOptions, validateRecordsOptions } from './records/import-records';
@@ -90,6 +90,13 @@ export interface ImportFileResult {
   done: boolean;
   /** Why the call returned before the file's end (a pause, a cancel, `maxRuntimeMs`, `signal`); absent when it ran to the end. */
   stopped?: StopReason;
+  /**
+   * Set, to 0, when the call returned at once because the batch was paused or cancelled before it
+   * began (as `eachBatch` returns such a call): it committed no chunk.
+   */
+  batches?: number;
+  /** Set with `batches`, to 0: no row. */
+  items?: number;
   /** Records mode (and `check`): rows `map` skipped, this call. */
   skipped?: number;
   /** Records mode (and `check`): invalid rows recorded as rejects (invalid: 'skip'), this call; with `check`, all of the file's. */
@@ -175,11 +182,11 @@ export async function importFile<R = Row>(
 
   if (options.check) return checkSource(path, rows, gzip, newSourceRecord(), batch, !handler);
   const rowHandler = handler as ImportFileOptions['handler'];
-  if (signal?.aborted) return { ...(await storedState(db, batch)), stopped: 'signal' };
+  if (signal?.aborted) return stoppedBefore(db, batch, 'signal');
   const control = new LoopControl(db, IMPORTS, batch, options);
   // A paused or cancelled batch: the file is not read (with whilePaused 'wait', once it is resumed).
   const held = await heldBefore(db, batch, control);
-  if (held) return { ...(await storedState(db, batch)), stopped: held };
+  if (held) return stoppedBefore(db, batch, held);
   const bulk = !handler && bulkPathOf(db);
   const hash = optionsHash({ rows: 'id/value', format: rows, gzip, builtInTable: !handler });
   // A file read as it is stored (not gunzipped) can start at the checkpoint's byte offset.
@@ -187,7 +194,7 @@ export async function importFile<R = Row>(
   const pass1: { record: SourceRecord; total: number; preloaded?: Preloaded | null; seek?: ValidatedResume['seek'] } | null =
     (await validatedResume(db, batch, path, hash, signal, seekable)) ??
     (await validateWithPreload(db, batch, path, rows, gzip, size, bulk, options));
-  if (pass1 === null) return { ...(await storedState(db, batch)), stopped: 'signal' };
+  if (pass1 === null) return stoppedBefore(db, batch, 'signal');
   const { record, total, preloaded = null } = pass1;
   // Pass 2 reads on from the checkpoint's byte offset: a validated resume's, or the preload's.
   const seek = pass1.seek ?? afterPreload(preloaded);

@@ -45,7 +45,7 @@ import {
   notAtStart,
   pipelinedWrite,
   proceedAfter,
-  storedState as committedState,
+  stoppedBefore,
   unchanged,
 } from '../chunk-pipeline';
 import { type Evaluated, itemGroup, type RecordMap, RecordRows, type RowGroup } from './record-rows';
@@ -313,10 +313,10 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
   let plan = await planOf(call, options);
   const record = newSourceRecord();
   const empty = { batch: plan.batch, digest: '', nextIndex: 0, rows: 0, done: false, skipped: 0, invalid: 0 };
-  if (plan.signal?.aborted && !plan.check) return { ...(await storedState(plan)), stopped: 'signal' };
+  if (plan.signal?.aborted && !plan.check) return stoppedState(plan, 'signal');
   // A paused or cancelled batch: the file is not read (with whilePaused 'wait', once it is resumed).
   const held = plan.check ? undefined : await heldBefore(plan.db, plan.batch, plan.control);
-  if (held) return { ...(await storedState(plan)), stopped: held };
+  if (held) return stoppedState(plan, held);
   // A resume of a batch validated with the same options and file: pass 1 is only the digest.
   const hash = recordsOptionsHash(plan, options);
   const resumed = plan.check ? null : await validatedResume(plan.db, plan.batch, plan.path, hash, plan.signal, seekable(plan));
@@ -339,7 +339,7 @@ export async function importRecords(call: RecordsCall, options: RecordsOptions):
     if (preload && scan === null) await preload.abandon();
     else if (preload) preloaded = await preload.committed(record.digest, scan!.total, plan.durable, hash);
   }
-  if (scan === null) return { ...(await storedState(plan)), stopped: 'signal' };
+  if (scan === null) return stoppedState(plan, 'signal');
   const ddl = plan.creating ? await createStatement(plan.db, plan.creating, plan.key) : null;
   const created = ddl === null ? {} : { created: { ddl } };
   if (plan.check) {
@@ -412,8 +412,8 @@ function validatedScan(total: number, duplicates: number[]): Scan {
 }
 
 /** What is committed for the batch, for a call stopped before it wrote anything. */
-async function storedState(plan: Plan): Promise<RecordsResult> {
-  return { ...(await committedState(plan.db, plan.batch)), skipped: 0, invalid: 0 };
+async function stoppedState(plan: Plan, stopped: StopReason): Promise<RecordsResult> {
+  return { ...(await stoppedBefore(plan.db, plan.batch, stopped)), skipped: 0, invalid: 0 };
 }
 
 /** Pass 1: digest, read and evaluate every row; the first invalid row rejects the file unless invalid rows are skipped. */
