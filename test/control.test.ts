@@ -4,9 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DataSource, EntityManager } from 'typeorm';
 import {
+  begin,
   cancel,
+  checkpoint,
   eachBatch,
   eachPartition,
+  importAll,
   importFile,
   list,
   listPartitions,
@@ -16,6 +19,7 @@ import {
   resume,
   rowsPerSecond,
   type Source,
+  sourceDigest,
   sqlSource,
   status,
   step,
@@ -326,6 +330,50 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       const thirty = await run('counted-30', 30);
       expect((thirty - ten) / 20).to.equal(expected);
       await counted.destroy();
+    });
+  });
+
+  describe('importAll', () => {
+    const raw = (n: number) => JSON.stringify(Array.from({ length: n }, (_, i) => ({ id: `r${i}`, value: i })));
+
+    it('applies no chunk to a paused or cancelled batch: it returns the checkpoint as it stands, and goes on once resumed', async () => {
+      const source = raw(10);
+      await begin(db.ds, 'ia-paused', sourceDigest(source));
+      expect(await pause(db.ds, 'ia-paused')).to.equal(true);
+      expect(await importAll(db.ds, 'ia-paused', source, { size: 2 })).to.equal(0);
+      expect(await values(db.ds, 'ia-paused')).to.deep.equal([]);
+      expect(await resume(db.ds, 'ia-paused')).to.equal(true);
+      expect(await importAll(db.ds, 'ia-paused', source, { size: 2 })).to.equal(10);
+      expect(await values(db.ds, 'ia-paused')).to.have.length(10);
+    });
+
+    // From another DataSource: PostgreSQL queues the cancel on the chunk's row lock (SQLite's would wait for its write lock, in this process).
+    if (DRIVER === 'postgres') {
+      it('stops after the chunk in flight when the batch is cancelled while it runs', async () => {
+        const other = await db.open();
+        const source = raw(10);
+        let cancelled: Promise<boolean> | undefined;
+        const next = await importAll(db.ds, 'ia-cancel', source, {
+          size: 2,
+          // After the first row of the second chunk, from another connection: that chunk commits, no other.
+          fault: (index) => {
+            if (index === 2) cancelled = cancel(other, 'ia-cancel');
+          },
+        });
+        // The cancel waits for the second chunk's row lock, then goes before the third chunk's (or, rarely, just after it).
+        expect(await cancelled).to.equal(true);
+        expect(next).to.be.oneOf([4, 6]);
+        expect(await checkpoint(db.ds, 'ia-cancel')).to.equal(next);
+        expect(await values(db.ds, 'ia-cancel')).to.have.length(next);
+        expect(await importAll(db.ds, 'ia-cancel', source, { size: 2 })).to.equal(next);
+        await other.destroy();
+      });
+    }
+
+    it('refuses options that are not an object, and a size that is a bigint, with INVALID_ARGUMENT', async () => {
+      await expectCode(importAll(db.ds, 'ia-bad', '[]', null as never), 'INVALID_ARGUMENT');
+      await expectCode(importAll(db.ds, 'ia-bad', '[]', { size: 2n as never }), 'INVALID_ARGUMENT');
+      expect(await checkpoint(db.ds, 'ia-bad')).to.equal(null);
     });
   });
 

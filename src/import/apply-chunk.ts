@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import { CursorMismatchError, InvalidArgumentError, InvalidInputError } from '../core/errors';
 import { type Db, transact } from '../core/transaction';
 import { traced } from '../core/telemetry';
+import { stopFor, type StopReason } from '../control/job-state';
 import { duplicateId } from './parse-rows';
 import {
   checkStorableId,
@@ -94,13 +95,28 @@ export async function applyChunk(db: Db, batch: string, start: number, rows: Row
     throw new InvalidArgumentError(`applyChunk: start must be a non-negative integer, got ${String(start)}.`);
   }
   if (fault !== undefined && typeof fault !== 'function') throw new InvalidArgumentError('applyChunk: fault must be a function.');
-  const checked = checkRows(rows, start);
+  return (await applyChecked(db, batch, start, checkRows(rows, start), fault, false)).next;
+}
+
+/**
+ * `applyChunk` of rows already checked. With `unlessStopped` (a loop's chunk: `importAll`), a batch
+ * found paused or cancelled by the lock is left as it is: nothing applied, the reason returned.
+ */
+export async function applyChecked(
+  db: Db,
+  batch: string,
+  start: number,
+  rows: Row[],
+  fault: ((index: number) => void) | undefined,
+  unlessStopped: boolean,
+): Promise<{ next: number; stopped?: StopReason }> {
   return traced('import.chunk', { job: batch, index: start }, async (span) => {
-    const next = await transact(db, async (tx) => {
-      await lockAt(tx, batch, start);
-      return storeChunk(tx, batch, start, checked, fault);
+    const applied = await transact(db, async (tx) => {
+      const stopped = stopFor(await lockAt(tx, batch, start));
+      if (unlessStopped && stopped) return { next: start, stopped };
+      return { next: await storeChunk(tx, batch, start, rows, fault) };
     });
-    span.committed(checked.length, true);
-    return next;
+    span.committed(applied.stopped ? 0 : rows.length, !applied.stopped);
+    return applied;
   });
 }

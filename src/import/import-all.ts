@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '../core/errors';
 import { type Db, transact } from '../core/transaction';
-import { applyChunk } from './apply-chunk';
+import { applyChecked, checkRows } from './apply-chunk';
+import { stopFor } from '../control/job-state';
 import { beginIn } from './begin';
 import { validateBatch } from './import-store';
 import { parseRows } from './parse-rows';
@@ -14,19 +15,32 @@ export interface ImportAllOptions {
   fault?: (index: number) => void;
 }
 
-/** Checks that `size` is a positive safe integer (a boolean or numeric string is not). */
+/** Checks that `size` is a positive safe integer (a boolean, bigint or numeric string is not). */
 export function validateSize(size: unknown, what: string): asserts size is number {
   if (typeof size !== 'number' || !Number.isSafeInteger(size) || size <= 0) {
-    throw new InvalidArgumentError(`${what}: size must be a positive integer, got ${JSON.stringify(size) ?? String(size)}.`);
+    throw new InvalidArgumentError(`${what}: size must be a positive integer, got ${describe(size)}.`);
+  }
+}
+
+/** A value as an error message shows it: JSON where it has a JSON form, else its type. */
+function describe(value: unknown): string {
+  if (typeof value === 'bigint') return `${value}n`;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return typeof value;
   }
 }
 
 /**
  * Imports a whole in-memory source: parses and digests it, begins (or resumes) the batch, and
  * applies the remaining rows `size` at a time; returns the final checkpoint. A failed chunk keeps
- * the chunks before it; rerunning with the same source resumes at the failed chunk.
+ * the chunks before it; rerunning with the same source resumes at the failed chunk. A batch paused
+ * or cancelled (see `pause`) gets no further chunk: the call returns its checkpoint as it stands,
+ * learnt from the row lock each chunk takes anyway.
  */
 export async function importAll(db: Db, batch: string, raw: Uint8Array | string, options: ImportAllOptions = {}): Promise<number> {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('importAll: options must be an object.');
   const { size = 2, fault } = options;
   validateSize(size, 'importAll');
   validateBatch(batch);
@@ -35,6 +49,13 @@ export async function importAll(db: Db, batch: string, raw: Uint8Array | string,
   const digest = sourceDigest(raw);
   const started = await transact(db, (tx) => beginIn(tx, batch, digest, rows.length));
   let next = Number(started.next_index);
-  while (next < rows.length) next = await applyChunk(db, batch, next, rows.slice(next, next + size), fault);
+  if (stopFor(started)) return next;
+  while (next < rows.length) {
+    const start = next;
+    const chunk = rows.slice(start, start + size);
+    const applied = await applyChecked(db, batch, start, checkRows(chunk, start), fault, true);
+    if (applied.stopped) return start;
+    next = applied.next;
+  }
   return next;
 }
