@@ -203,6 +203,52 @@ describe(`manager.work() (${DRIVER})`, function () {
     expect(next).to.include({ retryCount: 0, claimToken: 3 });
   });
 
+  it('asks its throttle before each claim and waits what it says; stop() ends the wait', async () => {
+    const manager = new CheckpointManager(ds);
+    await manager.register(files('throttled', 3));
+    const asked: { name: string; batches: number; items: number }[] = [];
+    let worker: ReturnType<CheckpointManager['work']> | undefined;
+    let stopping: Promise<unknown> | undefined;
+    worker = manager.work(async () => STATS, {
+      fileType: 'throttled',
+      batchSize: 1,
+      throttle: (info) => {
+        asked.push({ ...info });
+        // The third claim waits for longer than the test may run: only stop() ends that wait.
+        if (info.batches === 2) {
+          stopping = worker!.stop();
+          return 3_600_000;
+        }
+        return info.batches === 1 ? 50 : 0;
+      },
+    });
+    await worker.done;
+    await stopping;
+    expect(await worker.done).to.include({ processed: 2, failed: 0 });
+    expect(asked.map(({ name, batches }) => ({ name, batches }))).to.deep.equal([
+      { name: 'throttled', batches: 0 },
+      { name: 'throttled', batches: 1 },
+      { name: 'throttled', batches: 2 },
+    ]);
+    // `items`: the files processed when it was asked (the loop claims ahead while a file runs).
+    expect(asked.every(({ items, batches }, i) => items <= batches && (i === 0 || items >= asked[i - 1].items))).to.equal(true);
+    // The third claim never happened: its file is still pending.
+    expect(await count(ds, "SELECT COUNT(*) FROM file_checkpoints WHERE file_type = 'throttled' AND status = 'pending'")).to.equal(1);
+  });
+
+  it('a throttle that returns no wait stops the worker, and onError hears INVALID_ARGUMENT', async () => {
+    const manager = new CheckpointManager(ds);
+    await manager.register(files('bad-throttle', 2));
+    const errors: unknown[] = [];
+    const worker = manager.work(async () => STATS, {
+      fileType: 'bad-throttle',
+      throttle: () => Number.NaN,
+      onError: (error) => errors.push(error),
+    });
+    expect(await worker.done).to.include({ processed: 0 });
+    expect(errors.map((error) => (error as { code?: string }).code)).to.deep.equal(['INVALID_ARGUMENT']);
+  });
+
   it('an aborted signal stops the worker like stop()', async () => {
     const manager = new CheckpointManager(ds);
     await manager.register(files('signal', 3));

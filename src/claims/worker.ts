@@ -2,7 +2,8 @@ import type { EntityManager } from 'typeorm';
 import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Progress, progressSince } from '../core/progress';
-import { recording, type SpanScope, traced } from '../core/telemetry';
+import { recordThrottleWait, recording, type SpanScope, traced } from '../core/telemetry';
+import type { Throttle } from '../control/throttle';
 import { TransactionLane } from '../core/transaction-lane';
 import { checkCount, checkFileType, checkStats } from './claim-arguments';
 import type { Claimant, ClaimStore, HeldClaim, NextClaim, ProcessingStats, Subscription } from './claim-store';
@@ -50,6 +51,14 @@ export interface WorkOptions {
   onError?(error: unknown, file?: FileCheckpoint): void;
   /** After each committed file or chunk; `items` is the files processed so far. */
   onProgress?(progress: Progress): void;
+  /**
+   * Asked before each claim: the milliseconds to wait first (0: go on), outside any transaction;
+   * `name` is the file type claimed (`*` for any), `batches` the claims so far, `items` the files
+   * processed so far. The wait ends early on `stop()` or `signal`. A throttle that throws, or
+   * returns anything but a finite number ≥ 0 (`INVALID_ARGUMENT`), stops the worker; `onError`
+   * hears why. See {@link rowsPerSecond}.
+   */
+  throttle?: Throttle;
 }
 
 /** What a {@link Worker} did, from its start until it stopped. */
@@ -135,7 +144,7 @@ function checkOptions(options: WorkOptions): Required<Pick<WorkOptions, 'concurr
   checkCount(pollMs, 'work: pollMs', { min: 0 });
   if (options.fileType !== undefined) checkFileType(options.fileType);
   if (options.drain !== undefined && typeof options.drain !== 'boolean') throw new InvalidArgumentError('work: drain must be a boolean.');
-  for (const name of ['onError', 'onProgress'] as const) {
+  for (const name of ['onError', 'onProgress', 'throttle'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function')
       throw new InvalidArgumentError(`work: ${name} must be a function.`);
   }
@@ -184,6 +193,10 @@ class FileWorker implements Worker {
   private claiming = false;
   /** A failed heartbeat is retried after `pollMs`, not only at the next regular beat. */
   private heartbeatRetry: NodeJS.Timeout | undefined;
+  /** Ends a throttle's wait (stop()). */
+  private stopWaits: (() => void) | undefined;
+  /** Claims made so far (the throttle's `batches`). */
+  private claims = 0;
   private ended = false;
 
   constructor(
@@ -193,7 +206,8 @@ class FileWorker implements Worker {
     private readonly settings: ReturnType<typeof checkOptions>,
   ) {
     this.next = {
-      limit: () => (this.stopping || this.claiming || this.waiting.length > 0 ? 0 : this.settings.batchSize),
+      // With a throttle every claim goes through the loop, which asks it first.
+      limit: () => (this.stopping || this.claiming || this.waiting.length > 0 || options.throttle ? 0 : this.settings.batchSize),
       fileType: options.fileType,
       get claimant() {
         return host.claimant;
@@ -210,6 +224,7 @@ class FileWorker implements Worker {
 
   stop(): Promise<WorkerSummary> {
     this.stopping = true;
+    this.stopWaits?.();
     this.wake();
     return this.done;
   }
@@ -246,6 +261,30 @@ class FileWorker implements Worker {
     });
   }
 
+  /** Asks the throttle before a claim and waits what it says (until `stop()` ends the wait). */
+  private async throttled(throttle: Throttle): Promise<void> {
+    const ms = await throttle({ name: this.options.fileType ?? '*', batches: this.claims, items: this.summary.processed });
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+      throw new InvalidArgumentError(`The throttle of work() must return a finite number of milliseconds ≥ 0, got ${String(ms)}.`);
+    }
+    if (ms === 0 || this.stopping) return;
+    const began = Date.now();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      const previous = this.stopWaits;
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.stopWaits = () => {
+        previous?.();
+        done();
+      };
+    });
+    this.stopWaits = undefined;
+    recordThrottleWait(Date.now() - began, this.options.fileType ?? '*');
+  }
+
   private jittered(): number {
     return this.settings.pollMs * (0.8 + 0.4 * Math.random());
   }
@@ -258,7 +297,7 @@ class FileWorker implements Worker {
     let subscription: Subscription | undefined;
     try {
       const store = this.host.store();
-      this.claimsWithCommit = store.claimsWithCommit?.() ?? false;
+      this.claimsWithCommit = this.options.throttle === undefined && (store.claimsWithCommit?.() ?? false);
       subscription = store.subscribe?.(
         () => this.wake(),
         (error) => this.report(error),
@@ -299,11 +338,22 @@ class FileWorker implements Worker {
         continue;
       }
       await this.closeLanes();
+      if (this.options.throttle) {
+        try {
+          await this.throttled(this.options.throttle);
+        } catch (error) {
+          // A throttle that throws or says something else than a wait stops the worker (onError hears why).
+          this.report(error);
+          this.stopping = true;
+        }
+        if (this.stopping) break;
+      }
       let claimed: FileCheckpoint[];
       this.claiming = true;
       try {
         this.woken = false;
         claimed = await this.host.store().claimNext(this.settings.batchSize, this.options.fileType, this.host.claimant, Date.now());
+        this.claims++;
       } catch (error) {
         this.report(error);
         await this.idle(this.jittered());
