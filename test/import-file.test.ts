@@ -203,6 +203,8 @@ describe(`importFile: the streaming engine (${DRIVER})`, function () {
         { name: `ndjson, ${where} row: empty id`, format: 'ndjson', at, text: () => '{"id":"","value":1}' },
         { name: `ndjson, ${where} row: not an object`, format: 'ndjson', at, text: (r) => `["${r.id}",1]` },
         { name: `ndjson, ${where} row: invalid UTF-8`, format: 'ndjson', at, text: (r) => `{"id":"${r.id}@BAD@","value":1}` },
+        { name: `ndjson, ${where} row: text after the object`, format: 'ndjson', at, text: (r) => `{"id":"${r.id}","value":1} x` },
+        { name: `ndjson, ${where} row: two objects`, format: 'ndjson', at, text: (r) => `{"id":"${r.id}","value":1} {"id":"z","value":2}` },
         { name: `csv, ${where} row: value 1e3`, format: 'csv', at, text: (r) => `plain,${r.id},1e3` },
         { name: `csv, ${where} row: value beyond 2^53−1`, format: 'csv', at, text: (r) => `plain,${r.id},9007199254740992` },
         { name: `csv, ${where} row: empty id`, format: 'csv', at, text: () => 'plain,,1' },

@@ -53,9 +53,10 @@ export class RowItems implements JsonItemMode<Row> {
     scanner.begin(index);
     const end = scanner.write(text);
     if (end < 0) scanner.end();
+    // Text after the object makes the line invalid JSON: an error of this line's index (SPEC: NDJSON's
+    // `index` counts its non-blank lines).
+    else scanner.write(text, end);
     push(scanner.row());
-    // Text after the object is an error of the next row's index, as it was when the line was one document.
-    scanner.write(text, end);
   }
 }
 
