@@ -203,13 +203,13 @@ export async function importFile<R = Row>(
 
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, fileRows, hash));
   const nextIndex = Number(started.next_index);
-  const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes);
+  const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes, size);
   const already = soFar?.already;
   const result: ImportFileResult = { batch, digest: record.digest, nextIndex, rows: already?.rows ?? 0, done: false };
   // Paused or cancelled during pass 1: no chunk goes.
   const stop = stopFor(started);
   if (stop && nextIndex < total) return { ...result, stopped: stop };
-  if (soFar) onProgress?.(progressSince(startedAt, soFar.progress));
+  for (const progress of soFar?.progress ?? []) onProgress?.(progressSince(startedAt, progress));
   if (nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return result;
   const committer = bulk ? bulkCommitter(db, batch, record.digest, options.durable ? null : total, signal) : null;

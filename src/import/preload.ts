@@ -43,17 +43,31 @@ export function afterPreload(preloaded: Preloaded | null): { index: number; offs
 }
 
 /**
- * What the preload committed, as the chunk pipeline's `already`, and the one progress report for all
- * its chunks (`items` and `batches` count this call's rows and chunks, as the pipeline's reports do).
+ * What the preload committed, as the chunk pipeline's `already`, and a progress report for each of
+ * its chunks (they committed together; each is reported, as the pipeline reports every chunk it
+ * commits, `items` and `batches` counting this call's rows and chunks; the bytes read shared out).
  */
 export function preloadedSoFar(
   preloaded: Preloaded,
   batch: string,
   total: number,
   totalBytes: number,
-): { already: { rows: number; chunks: number }; progress: Omit<Progress, 'elapsedMs' | 'rate'> } {
+  size: number,
+): { already: { rows: number; chunks: number }; progress: Omit<Progress, 'elapsedMs' | 'rate'>[] } {
   const already = { rows: preloaded.next - preloaded.from, chunks: preloaded.chunks };
-  return { already, progress: { name: batch, batches: already.chunks, items: already.rows, total, bytes: preloaded.bytes, totalBytes } };
+  const progress = Array.from({ length: already.chunks }, (_, i) => {
+    const batches = i + 1;
+    const last = batches === already.chunks;
+    return {
+      name: batch,
+      batches,
+      items: last ? already.rows : batches * size,
+      total,
+      bytes: last ? preloaded.bytes : Math.round((preloaded.bytes * batches) / already.chunks),
+      totalBytes,
+    };
+  });
+  return { already, progress };
 }
 
 /** Whether the file is large enough for a preload to gain anything. */

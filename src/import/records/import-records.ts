@@ -544,10 +544,10 @@ async function writeSource(
   seek ??= afterPreload(preloaded);
   const started = await transact(db, (tx) => beginIn(tx, batch, record.digest, total, validated.hash, validated.repeated));
   const nextIndex = Number(started.next_index);
-  const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes);
+  const soFar = preloaded && preloadedSoFar(preloaded, batch, total, record.bytes, size);
   const already = soFar?.already;
   const result: RecordsResult = { batch, digest: record.digest, nextIndex, rows: already?.rows ?? 0, done: false, skipped: 0, invalid: 0 };
-  if (soFar) plan.onProgress?.(progressSince(plan.control.startedAt, soFar.progress));
+  for (const progress of soFar?.progress ?? []) plan.onProgress?.(progressSince(plan.control.startedAt, progress));
   if (nextIndex >= total) return { ...result, done: true };
   if (signal?.aborted) return { ...result, stopped: 'signal' };
   // Paused or cancelled during pass 1: no chunk goes.
