@@ -1,5 +1,5 @@
 import { createHash, randomInt } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -185,6 +185,10 @@ describe(`importFile: the streaming engine (${DRIVER})`, function () {
       }
       expect((await rejection(importFile(ds, 'args', path, { format: 'xml' as 'json' }))).code).to.equal('INVALID_ARGUMENT');
       expect((await rejection(importFile(ds, 'args', join(dir, 'missing.json')))).code).to.equal('INVALID_ARGUMENT');
+      // A directory opens, and its first read fails (EISDIR): the path's fault too.
+      mkdirSync(join(dir, 'folder.json'), { recursive: true });
+      expect((await rejection(importFile(ds, 'args', join(dir, 'folder.json')))).code).to.equal('INVALID_ARGUMENT');
+      expect((await rejection(importFile(ds, 'args', path, { size: 2n as never }))).code).to.equal('INVALID_ARGUMENT');
       expect((await rejection(importFile(ds, '', path))).code).to.equal('INVALID_ARGUMENT');
       expect((await rejection(importFile(ds, 'args', path, { handler: 'no' as never }))).code).to.equal('INVALID_ARGUMENT');
       expect(await checkpoint(ds, 'args')).to.equal(null);

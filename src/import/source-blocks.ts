@@ -97,7 +97,13 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
   let reading: Promise<number> | null = fill(block, start);
   try {
     for (let position = start; reading;) {
-      const filled = await reading;
+      let filled: number;
+      try {
+        filled = await reading;
+      } catch (error) {
+        // A directory, an I/O error: the path's fault, as a file that cannot be opened.
+        throw new InvalidArgumentError(`Cannot read the file ${path}: ${(error as Error).message}`, { cause: error });
+      }
       const current = block;
       position += filled;
       reading = null;
