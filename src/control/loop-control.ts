@@ -86,11 +86,12 @@ export class LoopControl {
    * Why to stop, or undefined to go on.
    */
   async beforeBatch(
-    done: { batches: number; items: number },
+    done: { batches: number; items: number; begun?: boolean },
     leave: () => Promise<void> = async () => undefined,
   ): Promise<StopReason | undefined> {
     if (this.options.signal?.aborted) return 'signal';
-    if (done.batches > 0) {
+    // `begun`: a batch of this call is in flight, not committed yet (a pipelined import's).
+    if (done.batches > 0 || done.begun) {
       const limit = this.limit();
       if (limit) return limit;
     }

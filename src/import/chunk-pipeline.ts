@@ -66,6 +66,8 @@ export class ChunkPipeline<C extends PipelineChunk> {
   /** Bytes of the file read so far (for progress). */
   bytes = 0;
   private chunks: number;
+  /** Chunks this call has sent (committed or in flight). */
+  private started = 0;
   private readonly startedAt = Date.now();
   private readonly spans = new LoopSpans();
   private readonly inFlight: ChunkInFlight<C>;
@@ -99,7 +101,8 @@ export class ChunkPipeline<C extends PipelineChunk> {
     // An abort during the chunk in flight stops before the next one, the file's last chunk included.
     if (result.nextIndex < total && !result.stopped && !signal?.aborted) {
       // The throttle's wait and the limits, with nothing in flight while it waits.
-      const why = await control.beforeBatch({ batches: this.chunks, items: result.rows }, () => inFlight.settle());
+      const done = { batches: this.chunks, items: result.rows, begun: this.started > 0 };
+      const why = await control.beforeBatch(done, () => inFlight.settle());
       if (why && !result.stopped && result.nextIndex < total) result.stopped = why;
     }
     if (result.nextIndex >= total || signal?.aborted || result.stopped) {
@@ -109,7 +112,10 @@ export class ChunkPipeline<C extends PipelineChunk> {
       return false;
     }
     const taken = take(result.nextIndex);
-    if (taken) inFlight.start(taken);
+    if (taken) {
+      inFlight.start(taken);
+      this.started++;
+    }
     return true;
   }
 
