@@ -11,6 +11,7 @@ import {
   eachPartition,
   importAll,
   importFile,
+  type Json,
   list,
   listPartitions,
   type Page,
@@ -144,9 +145,18 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       expect(first.batches - atPause).to.be.within(0, 1);
 
       const before = calls.count;
-      const again = await eachBatch(db.ds, 'paused-run', source, 10, write('paused-run'));
+      // A source with an estimate of its own (the job has none stored yet): not asked either.
+      let totals = 0;
+      const estimated: Source<number> = Object.assign((cursor: Json, limit: number, tx: EntityManager) => source(cursor, limit, tx), {
+        total: async () => {
+          totals++;
+          return 2000;
+        },
+      });
+      const again = await eachBatch(db.ds, 'paused-run', estimated, 10, write('paused-run'));
       expect(again).to.deep.equal({ batches: 0, items: 0, done: false, cursor: first.cursor, stopped: 'paused' });
       expect(calls.count).to.equal(before);
+      expect(totals).to.equal(0);
 
       expect(await resume(db.ds, 'paused-run')).to.equal(true);
       const rest = await eachBatch(db.ds, 'paused-run', source, 10, write('paused-run'));

@@ -154,15 +154,19 @@ export async function eachBatch<T>(
     assertKind(row, 'batch');
     checkFingerprint(row, fingerprint);
     if (fingerprint !== undefined && row.fingerprint === null) await updateJob(tx, name, { fingerprint });
-    // The estimate is read here, once per call, never per batch.
-    const total = await startingTotal(tx, row, source.total);
-    return { ...toStatus(row), total, stop: stopFor(row) };
+    // The estimate is read here, once per call, never per batch; not for a paused or cancelled job,
+    // whose call does not call the source.
+    const stop = stopFor(row);
+    const total = stop ? null : await startingTotal(tx, row, source.total);
+    return { ...toStatus(row), total, stop };
   });
   result.cursor = start.cursor;
   if (start.done) return { ...result, done: true };
   // A paused or cancelled job: the source is not called (with whilePaused 'wait', once resumed, the first batch reads the row again).
   const held = start.stop && (await control.stopped(start.stop));
   if (held) return { ...result, stopped: held };
+  // Resumed while it waited: now the estimate.
+  if (start.stop) start.total = await transact(db, async (tx) => startingTotal(tx, (await lockJob(tx, name)) as JobRow, source.total));
 
   let followed = false;
   // What the last batch committed on the lane: its transaction's opening statement locked the job

@@ -144,8 +144,9 @@ async function plan<T>(
     assertKind(row, 'partitioned');
     checkFingerprint(row, fingerprint);
     if (fingerprint !== undefined && row.fingerprint === null) await updateJob(tx, name, { fingerprint });
-    const total = await startingTotal(tx, row, source.total);
+    // A paused or cancelled job's call does not call the source (its estimate neither).
     const stop = stopFor(row);
+    const total = stop ? null : await startingTotal(tx, row, source.total);
     const planned = await countRanges(tx, name);
     if (planned > 0) return { count: planned, total, stop };
     const boundaries = await source.partitioning.boundaries(partitions, tx);
