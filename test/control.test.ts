@@ -385,6 +385,19 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       await expectCode(importAll(db.ds, 'ia-bad', '[]', { size: 2n as never }), 'INVALID_ARGUMENT');
       expect(await checkpoint(db.ds, 'ia-bad')).to.equal(null);
     });
+
+    it('refuses an id the built-in table cannot store (too long, U+0000) before the first write: no batch, no row', async () => {
+      for (const id of ['x'.repeat(600), 'nul\u0000']) {
+        const source = JSON.stringify([
+          { id: 'a', value: 1 },
+          { id: 'b', value: 2 },
+          { id, value: 3 },
+        ]);
+        const error = await expectCode(importAll(db.ds, 'ia-unstorable', source, { size: 1 }), 'INVALID_INPUT');
+        expect(error).to.include({ index: 2 });
+        expect(await checkpoint(db.ds, 'ia-unstorable')).to.equal(null);
+      }
+    });
   });
 
   describe('importFile', () => {

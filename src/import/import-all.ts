@@ -45,7 +45,8 @@ export async function importAll(db: Db, batch: string, raw: Uint8Array | string,
   validateSize(size, 'importAll');
   validateBatch(batch);
   if (fault !== undefined && typeof fault !== 'function') throw new InvalidArgumentError('importAll: fault must be a function.');
-  const rows = parseRows(raw);
+  // What the built-in table cannot store (an id too long, U+0000) is refused before the first write too.
+  const rows = checkRows(parseRows(raw), 0);
   const digest = sourceDigest(raw);
   const started = await transact(db, (tx) => beginIn(tx, batch, digest, rows.length));
   let next = Number(started.next_index);
@@ -53,7 +54,7 @@ export async function importAll(db: Db, batch: string, raw: Uint8Array | string,
   while (next < rows.length) {
     const start = next;
     const chunk = rows.slice(start, start + size);
-    const applied = await applyChecked(db, batch, start, checkRows(chunk, start), fault, true);
+    const applied = await applyChecked(db, batch, start, chunk, fault, true);
     if (applied.stopped) return start;
     next = applied.next;
   }
