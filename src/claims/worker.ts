@@ -271,15 +271,11 @@ class FileWorker implements Worker {
     const began = Date.now();
     await new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);
-      const previous = this.stopWaits;
       function done() {
         clearTimeout(timer);
         resolve();
       }
-      this.stopWaits = () => {
-        previous?.();
-        done();
-      };
+      this.stopWaits = done;
     });
     this.stopWaits = undefined;
     recordThrottleWait(Date.now() - began, this.options.fileType ?? '*');
