@@ -3,7 +3,7 @@ import type { FileCheckpoint } from '../../entities/FileCheckpoint';
 import { ClaimLostError, InvalidArgumentError } from '../core/errors';
 import { type Progress, progressSince } from '../core/progress';
 import { recordThrottleWait, recording, type SpanScope, traced } from '../core/telemetry';
-import type { Throttle } from '../control/throttle';
+import { askThrottle, type Throttle } from '../control/throttle';
 import { TransactionLane } from '../core/transaction-lane';
 import { checkCount, checkFileType, checkStats } from './claim-arguments';
 import type { Claimant, ClaimStore, HeldClaim, NextClaim, ProcessingStats, Subscription } from './claim-store';
@@ -263,10 +263,11 @@ class FileWorker implements Worker {
 
   /** Asks the throttle before a claim and waits what it says (until `stop()` ends the wait). */
   private async throttled(throttle: Throttle): Promise<void> {
-    const ms = await throttle({ name: this.options.fileType ?? '*', batches: this.claims, items: this.summary.processed });
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
-      throw new InvalidArgumentError(`The throttle of work() must return a finite number of milliseconds ≥ 0, got ${String(ms)}.`);
-    }
+    const ms = await askThrottle(
+      throttle,
+      { name: this.options.fileType ?? '*', batches: this.claims, items: this.summary.processed },
+      'work()',
+    );
     if (ms === 0 || this.stopping) return;
     const began = Date.now();
     await new Promise<void>((resolve) => {

@@ -5,7 +5,7 @@ import { dialectOf } from '../dialect';
 import { addThrottled, type ControlTable, markThrottled, readState } from './control-store';
 import { onControlChange } from './control-wakeups';
 import { stopFor, type StopReason } from './job-state';
-import type { Throttle } from './throttle';
+import { askThrottle, type Throttle } from './throttle';
 
 /** How often a waiting call reads its job's state at least (a resume on PostgreSQL wakes it at once). */
 const CHECK_EVERY_MS = 1000;
@@ -123,12 +123,7 @@ export class LoopControl {
     let marked = false;
     let ended: 'elapsed' | StopReason = 'elapsed';
     for (;;) {
-      const ms = await throttle({ name: this.name, batches: done.batches, items: done.items });
-      if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
-        throw new InvalidArgumentError(
-          `The throttle of "${this.name}" must return a finite number of milliseconds ≥ 0, got ${String(ms)}.`,
-        );
-      }
+      const ms = await askThrottle(throttle, { name: this.name, batches: done.batches, items: done.items }, `"${this.name}"`);
       if (ms === 0) break;
       if (waited === 0) await leave();
       const began = Date.now();

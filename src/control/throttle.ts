@@ -26,6 +26,18 @@ export interface Throttle {
 }
 
 /**
+ * Asks `throttle` how long to wait before the next batch, chunk or claim of `owner` (how the error
+ * names it); INVALID_ARGUMENT for anything but a finite number of milliseconds ≥ 0.
+ */
+export async function askThrottle(throttle: Throttle, info: ThrottleInfo, owner: string): Promise<number> {
+  const ms = await throttle(info);
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+    throw new InvalidArgumentError(`The throttle of ${owner} must return a finite number of milliseconds ≥ 0, got ${String(ms)}.`);
+  }
+  return ms;
+}
+
+/**
  * A {@link Throttle} that paces a call's items to at most `n` per second on average: before each
  * batch it waits until the items committed so far are due. Each call is paced from its own start.
  */

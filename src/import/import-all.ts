@@ -6,6 +6,7 @@ import { beginIn } from './begin';
 import { validateBatch } from './import-store';
 import { parseRows } from './parse-rows';
 import { sourceDigest } from './source-digest';
+import { describeValue } from './row';
 
 /** Options of {@link importAll}. */
 export interface ImportAllOptions {
@@ -18,17 +19,7 @@ export interface ImportAllOptions {
 /** Checks that `size` is a positive safe integer (a boolean, bigint or numeric string is not). */
 export function validateSize(size: unknown, what: string): asserts size is number {
   if (typeof size !== 'number' || !Number.isSafeInteger(size) || size <= 0) {
-    throw new InvalidArgumentError(`${what}: size must be a positive integer, got ${describe(size)}.`);
-  }
-}
-
-/** A value as an error message shows it: JSON where it has a JSON form, else its type. */
-function describe(value: unknown): string {
-  if (typeof value === 'bigint') return `${value}n`;
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return typeof value;
+    throw new InvalidArgumentError(`${what}: size must be a positive integer, got ${describeValue(size)}.`);
   }
 }
 
@@ -52,11 +43,9 @@ export async function importAll(db: Db, batch: string, raw: Uint8Array | string,
   let next = Number(started.next_index);
   if (stopFor(started)) return next;
   while (next < rows.length) {
-    const start = next;
-    const chunk = rows.slice(start, start + size);
-    const applied = await applyChecked(db, batch, start, chunk, fault, true);
-    if (applied.stopped) return start;
+    const applied = await applyChecked(db, batch, next, rows.slice(next, next + size), fault, true);
     next = applied.next;
+    if (applied.stopped) break;
   }
   return next;
 }

@@ -64,6 +64,11 @@ async function blockRecorded(record: SourceRecord, index: number): Promise<boole
   return record.blockDigests.length > index;
 }
 
+/** A file that cannot be opened or read: INVALID_ARGUMENT, the path's fault. */
+function unreadable(path: string, error: unknown): InvalidArgumentError {
+  return new InvalidArgumentError(`Cannot read the file ${path}: ${(error as Error).message}`, { cause: error });
+}
+
 /**
  * Reads a file in fixed-size blocks, the next block's read under way while the consumer works on
  * the current one. With `reuseBuffer`, for a consumer done with a block before it asks for the
@@ -74,7 +79,7 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
   try {
     handle = await open(path, 'r');
   } catch (error) {
-    throw new InvalidArgumentError(`Cannot read the file ${path}: ${(error as Error).message}`, { cause: error });
+    throw unreadable(path, error);
   }
   const buffers = reuseBuffer ? [Buffer.allocUnsafe(blockSize), Buffer.allocUnsafe(blockSize)] : null;
   /** Fills `block` from `position`; the bytes read (fewer than a block only at the end of the file). */
@@ -102,7 +107,7 @@ export async function* fileBlocks(path: string, blockSize = BLOCK_SIZE, reuseBuf
         filled = await reading;
       } catch (error) {
         // A directory, an I/O error: the path's fault, as a file that cannot be opened.
-        throw new InvalidArgumentError(`Cannot read the file ${path}: ${(error as Error).message}`, { cause: error });
+        throw unreadable(path, error);
       }
       const current = block;
       position += filled;
