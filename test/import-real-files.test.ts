@@ -630,6 +630,35 @@ describe(`importFile: real files, second round (${DRIVER})`, () => {
       await expectCode(importFile(database.ds, 'create-no-into', path, { records: true, check: true, create: true }), 'INVALID_ARGUMENT');
     });
 
+    it('the key is the primary key: a row whose key field is NULL is invalid in pass 1 (nothing created), or skipped as a reject', async () => {
+      const path = file('create-null-key.csv', 'code,qty\na,1\n,2\nc,3\n');
+      const refused = await expectCode(
+        importFile(database.ds, 'create-null-key', path, { into: 'null_key_table', create: true, key: 'code' }),
+        'INVALID_INPUT',
+      );
+      expect(refused).to.include({ index: 1, field: 'code' });
+      expect(await exists('null_key_table')).to.equal(false);
+      const checked = await importFile(database.ds, 'create-null-key', path, {
+        into: 'null_key_table',
+        create: true,
+        key: 'code',
+        check: true,
+      });
+      expect(checked.summary).to.deep.equal([{ field: 'code', reason: 'NULL in a NOT NULL column', rows: 1, firstIndex: 1 }]);
+      expect(checked.created?.ddl).to.match(/PRIMARY KEY/);
+      const skipped = await importFile(database.ds, 'create-null-key', path, {
+        into: 'null_key_table',
+        create: true,
+        key: 'code',
+        invalid: 'skip',
+      });
+      expect(skipped).to.include({ rows: 2, invalid: 1, done: true });
+      const target = (await findTable('null_key_table'))!;
+      expect(target.primaryKey).to.deep.equal(['code']);
+      expect(target.columns.find((column) => column.name === 'code')?.nullable).to.equal(false);
+      expect(await count(database.ds, 'SELECT COUNT(*) FROM checkpoint_import_rejects WHERE row_index = 1')).to.equal(1);
+    });
+
     it('a view of that name is no table: the CREATE TABLE is tried and refused (DATABASE_ERROR), and nothing of the file is written', async () => {
       const path = file('create-view.csv', 'name,population\nAb,1\nCd,2\n');
       await database.ds.query('CREATE VIEW towns_view AS SELECT name, population FROM towns');

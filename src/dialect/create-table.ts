@@ -81,9 +81,7 @@ export function precisionAndScale(column: InferredColumn, maxPrecision: number, 
 
 /**
  * `CREATE TABLE IF NOT EXISTS` (a concurrent creator of the same table is no error; see `ifNotExists`), one column a
- * line. The key is the PRIMARY KEY when none of its columns saw NULL; otherwise a UNIQUE constraint,
- * which holds the rows whose key is partly NULL as the import's key check does (a NULL part repeats
- * nothing), where a primary key would refuse them.
+ * line. The key is the PRIMARY KEY, its columns NOT NULL (the import refuses a row whose key field is NULL).
  */
 export function createTableSql(
   table: TableRef,
@@ -93,11 +91,10 @@ export function createTableSql(
   options: CreateTableOptions = {},
   tableOptions = '',
 ): string {
-  const lines = definitions.map(({ column, type }) => `  ${quote(column.name)} ${type}${column.nullable ? '' : ' NOT NULL'}`);
-  if (key.length > 0) {
-    const constraint = key.every((column) => !column.nullable) ? 'PRIMARY KEY' : 'UNIQUE';
-    lines.push(`  ${constraint} (${key.map((column) => quote(column.name)).join(', ')})`);
-  }
+  const keyed = new Set(key.map((column) => column.name));
+  const notNull = (column: InferredColumn) => !column.nullable || keyed.has(column.name);
+  const lines = definitions.map(({ column, type }) => `  ${quote(column.name)} ${type}${notNull(column) ? ' NOT NULL' : ''}`);
+  if (key.length > 0) lines.push(`  PRIMARY KEY (${key.map((column) => quote(column.name)).join(', ')})`);
   const create = options.ifNotExists === false ? 'CREATE TABLE' : 'CREATE TABLE IF NOT EXISTS';
   return `${create} ${qualifiedTable(table, quote)} (\n${lines.join(',\n')}\n)${tableOptions}`;
 }

@@ -299,7 +299,7 @@ export interface Dialect {
    * The CREATE TABLE (IF NOT EXISTS) for columns inferred from a file, in this database's own types,
    * identifiers quoted: `recordColumns` reads each back as a kind whose conversion accepts every
    * value the inference saw. `primaryKey` (column names, in key order; may be empty) becomes the
-   * PRIMARY KEY, or a UNIQUE constraint when one of its columns saw NULL. INVALID_INPUT for fields
+   * PRIMARY KEY, its columns NOT NULL. INVALID_INPUT for fields
    * the database cannot hold as such (a too long name or key); INVALID_ARGUMENT for a bad key name.
    */
   createTable(table: TableRef, columns: InferredColumn[], primaryKey: string[], options?: CreateTableOptions): string;

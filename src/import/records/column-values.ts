@@ -48,10 +48,13 @@ function quoted(value: unknown): string {
   return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
 }
 
+/** Why a NULL cannot fill a NOT NULL column (a key column of a table `create` makes, too). */
+export const NOT_NULL_REASON = 'NULL in a NOT NULL column';
+
 /** Converts a record's value for `column` by the type table of records mode; never through a JS Date or float. */
 export function convertValue(value: unknown, column: RecordColumn, storable: StorableValues): Converted {
   if (value === null || value === undefined) {
-    return column.nullable ? { value: null } : { reason: 'NULL in a NOT NULL column' };
+    return column.nullable ? { value: null } : { reason: NOT_NULL_REASON };
   }
   switch (column.kind) {
     case 'integer':

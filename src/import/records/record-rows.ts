@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from '../../core/errors';
 import type { CopyBinary, CopyText } from '../../dialect';
-import { type ColumnValue, convertValue, type StorableValues } from './column-values';
+import { type ColumnValue, convertValue, NOT_NULL_REASON, type StorableValues } from './column-values';
 import { jsonText, plainJson } from './json-values';
 import type { SourceItem } from './record-readers';
 import type { TargetTable } from './target-table';
@@ -71,7 +71,7 @@ export class RecordRows {
     private readonly key: string[] | null,
     /** As a unique index counts them: a key with a NULL part (a generated key the file leaves out) repeats nothing. */
     private readonly nullsDistinct = false,
-    /** Without a target: sees each record (after `map`, JSON numbers as written) — `create` infers the columns from them. */
+    /** Without a target: sees each valid record (after `map`, JSON numbers as written) — `create` infers the columns from them. */
     private readonly observe?: (record: Record<string, unknown>) => void,
   ) {
     if (key && target) {
@@ -102,10 +102,7 @@ export class RecordRows {
       }
       record = mapped;
     }
-    if (!this.target) {
-      this.observe?.(record);
-      return this.plainRow(index, record);
-    }
+    if (!this.target) return this.plainRow(index, record);
     const { columns, fieldColumns } = this.target;
     const values: ColumnValue[] = new Array<ColumnValue>(columns.length);
     const filled: number[] = [];
@@ -143,7 +140,12 @@ export class RecordRows {
     return JSON.stringify(keyColumns.map((at) => values[at] ?? null));
   }
 
-  /** Records mode without `into`: the record as the handler gets it (numbers as JavaScript numbers). */
+  /**
+   * Records mode without a target table: the record as the handler gets it (numbers as JavaScript
+   * numbers), or, with `create`, as the table to create is inferred from it. That table's primary key
+   * is `key` (SPEC), NOT NULL: a NULL in a key field makes the row invalid in pass 1, for the reason
+   * pass 2 gives once the table exists.
+   */
   private plainRow(index: number, record: Record<string, unknown>): Evaluated {
     const plain = (this.map ? record : plainJson(record)) as Record<string, unknown>;
     let key: string | null = null;
@@ -151,10 +153,16 @@ export class RecordRows {
       const parts: string[] = [];
       for (const field of this.key) {
         if (!(field in record)) return { kind: 'invalid', index, field, reason: `the row has no key field "${field}"` };
-        parts.push(jsonText(record[field]));
+        const value = record[field];
+        if (this.observe && (value === null || value === undefined)) {
+          return { kind: 'invalid', index, field, reason: NOT_NULL_REASON };
+        }
+        parts.push(jsonText(value));
       }
       key = `[${parts.join(',')}]`;
     }
+    // Only rows that will be written shape the table.
+    this.observe?.(record);
     return { kind: 'row', index, values: [], columns: [], record: plain, key };
   }
 }
