@@ -218,6 +218,20 @@ describe(`typeorm-checkpoint CLI (${DRIVER})`, function () {
       expect(await storedRows('replace')).to.deep.equal(next);
     });
 
+    it('--replace with a file the import would refuse replaces nothing: the batch keeps the previous file and its rows', async () => {
+      const path = file('replace-invalid.csv', csv(sampleRows(30, 'old')));
+      expect((await cliJson(['import', path, '--batch', 'replace-invalid', '--size', '10', ...db])).code).to.equal(0);
+      const previous = await storedRows('replace-invalid');
+      writeFileSync(path, 'id,value\na,1\nb,2\nc,1.5\n');
+      const refused = await cliJson(['import', path, '--batch', 'replace-invalid', '--replace', ...db]);
+      expect(refused.code).to.equal(2);
+      expect(refused.json).to.include({ ok: false, code: 'INVALID_INPUT', index: 2 });
+      expect(String(refused.json.message)).to.include('not replaced');
+      expect(await storedRows('replace-invalid')).to.deep.equal(previous);
+      const status = await cliJson(['status', 'replace-invalid', ...db]);
+      expect(status.json.import).to.include({ digest: sha256(csv(sampleRows(30, 'old'))), nextIndex: 30 });
+    });
+
     it('rejects invalid input with INVALID_INPUT (exit 2, the row index) before writing anything', async () => {
       const path = file('invalid.csv', 'id,value\na,1\nb,2\nc,1.5\n');
       const { code, json } = await cliJson(['import', path, '--batch', 'invalid', ...db]);

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { DataSource } from 'typeorm';
-import { CancelledError, CheckpointError, InvalidArgumentError, PausedError } from '../core/errors';
+import { CancelledError, CheckpointError, InvalidArgumentError, InvalidInputError, PausedError } from '../core/errors';
 import { fileDigest, type ImportFileResult, type ImportFormat, importFile, replaceImport } from '../import/import-file';
 import { formatOf } from '../import/read-rows';
 import type { RecordsOptions } from '../import/records/import-records';
@@ -100,13 +100,29 @@ async function assertFile(path: string): Promise<void> {
 
 /**
  * `--replace` restarts the batch on this file only when its stored digest differs, so rerunning the
- * same `--replace` command after Ctrl-C resumes instead of starting over.
+ * same `--replace` command after Ctrl-C resumes instead of starting over. The new file is checked
+ * first (pass 1 alone, as `--check` runs it): a file the import would refuse replaces nothing, and
+ * the batch keeps the previous file's rows.
  */
-async function replaceIfChanged(db: DataSource, batch: string, path: string): Promise<boolean> {
+async function replaceIfChanged(db: DataSource, path: string, format: ImportFormat, options: ImportCommandOptions): Promise<boolean> {
+  const { batch } = options;
   const stored = await importBatchStatus(db, batch);
   if (stored === null) return false;
   const digest = await fileDigest(path);
   if (stored.digest === digest) return false;
+  const records = recordsOptions(options);
+  const checked = await importFile(db, batch, path, { format, size: options.size, check: true, ...records });
+  const invalid = checked.invalid ?? 0;
+  const allowed = records.invalid === 'skip' ? (records.maxInvalid ?? Infinity) : 0;
+  if (invalid > allowed) {
+    const first = checked.errors?.[0];
+    throw new InvalidInputError(
+      `${basename(path)} has ${invalid} invalid row${invalid === 1 ? '' : 's'}${first ? ` (the first: row ${first.index}, ${first.field === null ? '' : `${first.field}: `}${first.reason})` : ''}; ` +
+        `batch "${batch}" was not replaced and keeps the previous file's rows. Run import --check to list them.`,
+      first?.index,
+      first?.field === null || first === undefined ? {} : { field: first.field },
+    );
+  }
   await replaceImport(db, batch, digest);
   return true;
 }
@@ -128,7 +144,7 @@ export async function importCommand(
   await assertFile(path);
   const records = recordsOptions(options);
   if (options.check) return checkCommand(db, path, format, options);
-  const replaced = options.replace === true ? await replaceIfChanged(db, batch, path) : false;
+  const replaced = options.replace === true ? await replaceIfChanged(db, path, format, options) : false;
   // Progress counts this run's rows; the bar shows the batch's position, resumed rows included.
   const start = (await importBatchStatus(db, batch))?.nextIndex ?? 0;
   const reporter = createProgressReporter(progressMode, `import ${batch}`, process.stderr);
