@@ -43,6 +43,8 @@ export const MAX_ATTEMPTS = 8;
 const context = new AsyncLocalStorage<Frame>();
 const callerTransactions = new WeakMap<QueryRunner, Frame>();
 const singleConnectionLocks = new WeakMap<DataSource, Mutex>();
+/** The locks of database files (SQLite), each shared by every DataSource on that file in this process. */
+const fileLocks = new Map<string, Mutex>();
 const prepared = new WeakSet<DataSource>();
 let defaultDataSource: DataSource | null = null;
 let savepointCounter = 0;
@@ -235,17 +237,37 @@ export async function transact<T>(db: Db, fn: (tx: EntityManager) => Promise<T>)
   const parent = transactionToJoin(db, dataSource);
   if (parent) return inSavepoint(parent, fn);
   if (!dialectOf(dataSource).singleConnection) return inOwnTransaction(dataSource, fn);
-  return singleConnectionLock(dataSource).run(() => inOwnTransaction(dataSource, fn));
+  return underLock(dataSource, () => inOwnTransaction(dataSource, fn));
 }
 
-/** The lock that serialises the library's use of a single-connection DataSource. */
+/**
+ * The lock that serialises the library's use of a single-connection DataSource: its database
+ * file's, shared with every DataSource on that file in this process. SQLite has one writer, and a
+ * writer that finds the file locked waits synchronously (better-sqlite3's busy timeout), holding up
+ * the very event loop the other DataSource's open transaction needs to commit: a `pause()` from a
+ * second DataSource stalled the process for the whole timeout. Queued here, it waits its turn instead.
+ */
 function singleConnectionLock(dataSource: DataSource): Mutex {
   let lock = singleConnectionLocks.get(dataSource);
   if (!lock) {
-    lock = new Mutex();
+    const file = dialectOf(dataSource).sharedFile?.(dataSource) ?? null;
+    lock = (file === null ? undefined : fileLocks.get(file)) ?? new Mutex();
+    if (file !== null) fileLocks.set(file, lock);
     singleConnectionLocks.set(dataSource, lock);
   }
   return lock;
+}
+
+/**
+ * Runs `fn` holding the DataSource's lock. Inside a transaction of another DataSource on the same
+ * file, which holds that lock, it runs without it: waiting for it would never end, and SQLite's own
+ * busy wait decides, as it does between processes.
+ */
+function underLock<T>(dataSource: DataSource, fn: () => Promise<T>): Promise<T> {
+  const lock = singleConnectionLock(dataSource);
+  const active = activeFrame();
+  if (active && active.dataSource !== dataSource && singleConnectionLocks.get(active.dataSource) === lock) return fn();
+  return lock.run(fn);
 }
 
 /**
@@ -281,7 +303,7 @@ export async function autocommitLazily<T>(db: Db, fn: (manager: () => EntityMana
     }
   };
   if (!dialectOf(dataSource).singleConnection) return attempt();
-  return singleConnectionLock(dataSource).run(attempt);
+  return underLock(dataSource, attempt);
 }
 
 /** True when a call on `db` would join an existing transaction rather than open its own. */

@@ -155,6 +155,11 @@ export interface Dialect {
   readonly supportsSkipLocked: boolean;
   /** True when one DataSource has one connection, so the library serialises its own transactions. */
   readonly singleConnection: boolean;
+  /**
+   * With `singleConnection`: the database file the DataSource shares with every other DataSource on
+   * it (null: its own, in memory). The library serialises its transactions per file, not per DataSource.
+   */
+  readonly sharedFile?: (dataSource: DataSource) => string | null;
   /** Isolation level of the transactions the library opens itself; undefined keeps the DataSource's. */
   readonly ownTransactionIsolation?: 'READ COMMITTED';
   /**

@@ -6,11 +6,12 @@
 // milliseconds) and, when there is one, leaves the lock free until the knock is gone or a second has
 // passed. A loop nobody knocks on never waits.
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DataSource } from 'typeorm';
+import { sqliteFileOf } from './sqlite-file';
 
 /** How long a loop waits for a knock to go at most: a waiting writer's busy handler retries every 100 ms at the longest. */
 const YIELD_AT_MOST_MS = 1000;
@@ -28,17 +29,9 @@ const folders = new WeakMap<DataSource, string | null>();
 function folderOf(ds: DataSource): string | null {
   let folder = folders.get(ds);
   if (folder !== undefined) return folder;
-  const database = String(ds.options.database ?? '');
-  if (database === '' || database === ':memory:' || database.startsWith('file::memory:')) folder = null;
-  else {
-    let path = resolve(database);
-    try {
-      path = realpathSync(path);
-    } catch {
-      // Not created yet: its resolved path is the name every process uses.
-    }
-    folder = join(tmpdir(), `typeorm-checkpoint-knocks-${createHash('sha256').update(path).digest('hex').slice(0, 24)}`);
-  }
+  const file = sqliteFileOf(ds);
+  folder =
+    file === null ? null : join(tmpdir(), `typeorm-checkpoint-knocks-${createHash('sha256').update(file).digest('hex').slice(0, 24)}`);
   folders.set(ds, folder);
   return folder;
 }

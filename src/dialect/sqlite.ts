@@ -3,6 +3,7 @@ import { integerRange, type RecordColumn, typeArguments } from './record-columns
 import type { Dialect, KeyType, TableRef } from './dialect';
 import { sqliteCreateTable } from './sqlite-create-table';
 import { isKnocked, knocking, yieldTo } from './sqlite-knock';
+import { sqliteFileOf } from './sqlite-file';
 import { readRowsDirectly } from './sqlite-read-rows';
 import { sqliteEstimateRows } from './sqlite-row-estimate';
 import {
@@ -36,6 +37,7 @@ export const sqlite: Dialect = {
   prepare: ready,
   supportsSkipLocked: false,
   singleConnection: true,
+  sharedFile: sqliteFileOf,
   // A waiting writer's busy handler retries after 1, 2, 5, 10… ms: a gap this long between prune's
   // deletes is one such a retry can land in, where a loop that begins again at once would starve it.
   writerHandoverMs: 2,
