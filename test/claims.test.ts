@@ -289,6 +289,22 @@ describe(`CheckpointManager (${DRIVER})`, function () {
         expect(await retrying.claimFile(second, 'events', TS)).to.equal(true);
       });
 
+      it('the holder whose lease expired on its last allowed attempt has lost it, though no one has read the row since', async () => {
+        const holder = manager({ leaseMs: 100, maxRetries: 0 });
+        const late: [string, (fileUrl: string) => Promise<unknown>][] = [
+          ['complete', (fileUrl) => holder.completeFile(fileUrl, STATS)],
+          ['fail', (fileUrl) => holder.failFile(fileUrl, 'late')],
+          ['heartbeat', (fileUrl) => holder.heartbeat(fileUrl)],
+        ];
+        for (const [name, act] of late) {
+          const fileUrl = url(`late-${name}.csv`);
+          expect(await holder.claimFile(fileUrl, 'events', TS)).to.equal(true);
+          await untilLeaseExpired(fileUrl);
+          await rejection(act(fileUrl), 'CLAIM_LOST');
+          expect(await manager().get(fileUrl), name).to.include({ status: 'failed', errorMessage: 'lease expired', retryCount: 0 });
+        }
+      });
+
       it('fences a stalled worker: CLAIM_LOST from completeFile, failFile and heartbeat, and the row is unchanged', async () => {
         const fileUrl = url('fenced.csv');
         const stalled = manager({ workerId: 'stalled', leaseMs: 100 });

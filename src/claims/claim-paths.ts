@@ -91,7 +91,7 @@ function heldOf(chunk: HeldClaim[], rows: HeartbeatRow[], outcome: HeartbeatOutc
 }
 
 function heldParameters(leaseExpiresAt: number, chunk: HeldClaim[]): unknown[] {
-  return [leaseExpiresAt, ...chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token])];
+  return [leaseExpiresAt, ...chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token]), Date.now()];
 }
 
 /** One statement each, no transaction of its own (PostgreSQL's SQL, as everywhere with RETURNING). */

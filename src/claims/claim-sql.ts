@@ -1,7 +1,15 @@
 import { claimableIndexPredicate } from '../../entities/FileCheckpoint';
 import type { Dialect } from '../dialect';
 import { EVERY_TYPE } from './claim-store';
-import { claimableCondition, claimAssignments, deadCondition, expiredOnLastAttempt, fencedCondition, stillProcessing } from './lease-rules';
+import {
+  claimableCondition,
+  claimAssignments,
+  deadCondition,
+  expiredOnLastAttempt,
+  fencedCondition,
+  leaseStillCounts,
+  stillProcessing,
+} from './lease-rules';
 
 /**
  * The statement text of the database claim store, as plain functions of the dialect (pg-boss's
@@ -89,7 +97,8 @@ function byUrl(d: Dialect): string {
 
 /** The fencing condition: the presented token is current and the file is still processing. */
 function fenced(d: Dialect): string {
-  return `${byUrl(d)} AND ${fencedCondition((column) => d.quote(column), '?')}`;
+  const q = (column: string) => d.quote(column);
+  return `${byUrl(d)} AND ${fencedCondition(q, '?')} AND ${leaseStillCounts(q, '?')}`;
 }
 
 /** `(url_hash = ? AND file_url = ? AND claim_token = ?) OR …` for `files` claims. */
@@ -100,7 +109,8 @@ function heldBy(d: Dialect, files: number): string {
 
 /** The same, with the rows still processing. */
 function fencedAll(d: Dialect, files: number): string {
-  return `${stillProcessing((column) => d.quote(column))} AND (${heldBy(d, files)})`;
+  const q = (column: string) => d.quote(column);
+  return `${stillProcessing(q)} AND (${heldBy(d, files)}) AND ${leaseStillCounts(q, '?')}`;
 }
 
 function marks(count: number): string {
@@ -213,7 +223,7 @@ export function expireKeysSql(d: Dialect, count: number): string {
   );
 }
 
-/** The fenced completion of one claim. Bound: total, filtered, persisted, duration, now, hash, URL, token. */
+/** The fenced completion of one claim. Bound: total, filtered, persisted, duration, now, hash, URL, token, now. */
 export function completeSql(d: Dialect): string {
   const q = (column: string) => d.quote(column);
   return d.sql(
@@ -226,7 +236,7 @@ export function completeSql(d: Dialect): string {
 /**
  * The fenced completion of `count` claims in one statement. Each stat column is a CASE over the
  * URLs' hashes whose ELSE keeps the column's own type, which types the bound values on PostgreSQL too.
- * Bound: (hash, value) per file for each of the four stats, now, then (hash, URL, token) per file.
+ * Bound: (hash, value) per file for each of the four stats, now, then (hash, URL, token) per file, then now.
  */
 export function completeAllSql(d: Dialect, count: number): string {
   const q = (column: string) => d.quote(column);
@@ -241,7 +251,7 @@ export function completeAllSql(d: Dialect, count: number): string {
 
 /**
  * Gives `count` claims back: pending, the token moved on. retry_count stays: a pending row's next
- * claim counts no attempt, so the count is as before this claim. Bound: (hash, URL, token) per file.
+ * claim counts no attempt, so the count is as before this claim. Bound: (hash, URL, token) per file, then now.
  */
 export function releaseSql(d: Dialect, count: number): string {
   const q = (column: string) => d.quote(column);
@@ -251,7 +261,7 @@ export function releaseSql(d: Dialect, count: number): string {
   );
 }
 
-/** The fenced failure. Bound: message, hash, URL, token. */
+/** The fenced failure. Bound: message, hash, URL, token, now. */
 export function failSql(d: Dialect): string {
   const q = (column: string) => d.quote(column);
   return d.sql(
@@ -259,7 +269,7 @@ export function failSql(d: Dialect): string {
   );
 }
 
-/** The fenced lease extension of one claim. Bound: lease end, hash, URL, token. */
+/** The fenced lease extension of one claim. Bound: lease end, hash, URL, token, now. */
 export function heartbeatSql(d: Dialect): string {
   return d.sql(`UPDATE ${table(d)} SET ${d.quote('lease_expires_at')} = ? WHERE ${fenced(d)}`);
 }
@@ -273,14 +283,14 @@ function processingOrCancelled(d: Dialect): string {
  * The lease extension of `count` claims, fenced by their tokens; it also finds the claims cancelled
  * meanwhile (their lease stays as cancel left it), so the worker learns of a cancellation with no
  * statement of its own. With `returning`, the rows come back (URL, token, status).
- * Bound: lease end, then (hash, URL, token) per file.
+ * Bound: lease end, then (hash, URL, token) per file, then now.
  */
 export function heartbeatAllSql(d: Dialect, count: number, returning: boolean): string {
   const q = (column: string) => d.quote(column);
   // The ELSE keeps the column's own type, which types the bound lease on PostgreSQL too.
   return d.sql(
     `UPDATE ${table(d)} SET ${q('lease_expires_at')} = CASE ${q('status')} WHEN 'processing' THEN ? ELSE ${q('lease_expires_at')} END ` +
-      `WHERE ${processingOrCancelled(d)} AND (${heldBy(d, count)})` +
+      `WHERE ${processingOrCancelled(d)} AND (${heldBy(d, count)}) AND ${leaseStillCounts(q, '?')}` +
       (returning ? ` RETURNING ${q('file_url')}, ${q('claim_token')}, ${q('status')}` : ''),
   );
 }
@@ -293,7 +303,8 @@ export function heldAfterHeartbeatSql(d: Dialect, count: number): string {
   const q = (column: string) => d.quote(column);
   return d.sql(
     `SELECT ${q('file_url')}, ${q('claim_token')}, ${q('status')} FROM ${table(d)} ` +
-      `WHERE (${q('lease_expires_at')} = ? OR ${q('status')} = 'cancelled') AND ${processingOrCancelled(d)} AND (${heldBy(d, count)})`,
+      `WHERE (${q('lease_expires_at')} = ? OR ${q('status')} = 'cancelled') AND ${processingOrCancelled(d)} AND (${heldBy(d, count)}) ` +
+      `AND ${leaseStillCounts(q, '?')}`,
   );
 }
 

@@ -180,7 +180,17 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
 
   /** The fenced completion of one claim: it changes its one row, or the claim is no longer held. */
   private completion(fileUrl: string, token: number, stats: ProcessingStats, now: number): FinalStatement {
-    const parameters = [stats.totalRows, stats.filteredRows, stats.persistedRows, stats.durationMs, now, urlHash(fileUrl), fileUrl, token];
+    const parameters = [
+      stats.totalRows,
+      stats.filteredRows,
+      stats.persistedRows,
+      stats.durationMs,
+      now,
+      urlHash(fileUrl),
+      fileUrl,
+      token,
+      now,
+    ];
     return { sql: this.statement('complete', () => completeSql(this.dialect)), parameters, expected: 1 };
   }
 
@@ -275,6 +285,7 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
         ...values((s) => s.durationMs),
         now,
         ...chunk.flatMap((file, j) => [hashes[j], file.fileUrl, file.token]),
+        now,
       ];
       const sql = this.statement(`completeAll:${chunk.length}`, () => completeAllSql(this.dialect, chunk.length));
       finals.push({ sql, parameters, expected: chunk.length });
@@ -328,7 +339,7 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
         let released = 0;
         for (let i = 0; i < files.length; i += ROWS_PER_STATEMENT) {
           const chunk = files.slice(i, i + ROWS_PER_STATEMENT);
-          const parameters = chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token]);
+          const parameters = [...chunk.flatMap((file) => [urlHash(file.fileUrl), file.fileUrl, file.token]), Date.now()];
           released += (await this.execute(tx, `release:${chunk.length}`, () => releaseSql(this.dialect, chunk.length), parameters, what))
             .affected;
         }
@@ -355,8 +366,8 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
       autocommit(
         this.db,
         async (tx) =>
-          (await this.execute(tx, 'fail', () => failSql(this.dialect), [errorMessage, urlHash(fileUrl), fileUrl, token], what)).affected >
-          0,
+          (await this.execute(tx, 'fail', () => failSql(this.dialect), [errorMessage, urlHash(fileUrl), fileUrl, token, Date.now()], what))
+            .affected > 0,
       ),
     );
   }
@@ -367,8 +378,15 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
       autocommit(
         this.db,
         async (tx) =>
-          (await this.execute(tx, 'heartbeat', () => heartbeatSql(this.dialect), [leaseExpiresAt, urlHash(fileUrl), fileUrl, token], what))
-            .affected > 0,
+          (
+            await this.execute(
+              tx,
+              'heartbeat',
+              () => heartbeatSql(this.dialect),
+              [leaseExpiresAt, urlHash(fileUrl), fileUrl, token, Date.now()],
+              what,
+            )
+          ).affected > 0,
       ),
     );
   }

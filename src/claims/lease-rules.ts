@@ -58,6 +58,16 @@ export function expiredOnLastAttempt(column: ColumnRef, now: string): string {
   return `${c('status')} = 'processing' AND ${c('lease_expires_at')} <= ${now} AND ${c('retry_count')} >= ${c('max_retries')}`;
 }
 
+/**
+ * The claim is not one whose lease expired on its last allowed attempt: such a file is a dead
+ * letter (SPEC), though no reader may have marked it yet, so its holder's completion, failure and
+ * heartbeat are refused (CLAIM_LOST) as for any lost claim.
+ */
+export function leaseStillCounts(column: ColumnRef, now: string): string {
+  const c = column;
+  return `(${c('lease_expires_at')} IS NULL OR ${c('lease_expires_at')} > ${now} OR ${c('retry_count')} < ${c('max_retries')})`;
+}
+
 /** Failed with no retries left: a dead letter (file) or a dead range. */
 export function deadCondition(column: ColumnRef): string {
   return `${column('status')} = 'failed' AND ${column('retry_count')} >= ${column('max_retries')}`;

@@ -110,9 +110,13 @@ class MemoryClaimStore implements ClaimStore {
     for (const wake of this.wakers) wake();
   }
 
+  /** The row of a claim still held (as the database's fenced statements and `leaseStillCounts` hold it). */
   private current(fileUrl: string, token: number): MemoryRow | undefined {
     const row = this.rows.get(fileUrl);
-    return row && row.status === 'processing' && row.claimToken === token ? row : undefined;
+    if (!row || row.status !== 'processing' || row.claimToken !== token) return undefined;
+    // A lease that expired on the last allowed attempt: a dead letter, whether or not a reader has marked it yet.
+    const expired = row.leaseExpiresAt !== null && row.leaseExpiresAt <= Date.now() && row.retryCount >= row.maxRetries;
+    return expired ? undefined : row;
   }
 
   private take(row: MemoryRow, claimant: Claimant, now: number): void {
