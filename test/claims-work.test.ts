@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { EventEmitter } from 'node:events';
 import { DataSource, type Logger } from 'typeorm';
-import { CheckpointManager, currentManager, dataSourceOptionsFromUrl, type FileCheckpoint, type Progress } from '../src';
+import { CheckpointError, CheckpointManager, currentManager, dataSourceOptionsFromUrl, type FileCheckpoint, type Progress } from '../src';
 import { count, createTestDatabase, DRIVER, sql, type TestDatabase } from './support/database';
 
 const STATS = { totalRows: 1, filteredRows: 0, persistedRows: 1 };
@@ -465,6 +465,8 @@ describe(`manager.work() (${DRIVER})`, function () {
         await manager.register(files('wake', 2).slice(1));
         expect(await second).to.equal(files('wake', 2)[1].fileUrl);
         expect(errors.length).to.be.greaterThan(0);
+        // Heard as any failure of the store's own statements is: STORE_UNAVAILABLE, the driver's error as its cause.
+        for (const error of errors) expect(error).to.be.instanceOf(CheckpointError).and.to.include({ code: 'STORE_UNAVAILABLE' });
       } finally {
         await worker.stop();
       }

@@ -356,8 +356,12 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
     await this.execute(tx, 'notify', () => wakeups.notify, [WAKE_CHANNEL], 'waking the workers');
   }
 
+  /** `onError` hears a failure of the wake-up connection as any failure of the store's own statements: STORE_UNAVAILABLE. */
   subscribe(wake: () => void, onError: (error: unknown) => void): Subscription | undefined {
-    return this.dialect.wakeups?.listen(dataSourceOf(this.db), WAKE_CHANNEL, wake, onError);
+    const reported = (error: unknown) => {
+      this.guard('listening for wake-ups', () => Promise.reject(error)).catch(onError);
+    };
+    return this.dialect.wakeups?.listen(dataSourceOf(this.db), WAKE_CHANNEL, wake, reported);
   }
 
   async fail(fileUrl: string, token: number, errorMessage: string): Promise<boolean> {
