@@ -322,14 +322,15 @@ describe(`CheckpointManager (${DRIVER})`, function () {
         await rejection(stalled.heartbeat(fileUrl), 'CLAIM_LOST');
         expect(await rescuer.get(fileUrl)).to.deep.equal(before);
 
-        // processFile with the stale claim: the handler's writes roll back with the refused completion.
-        await rejection(
-          stalled.processFile(fileUrl, 'events', TS, async (tx) => {
-            await write(tx, fileUrl);
-            return STATS;
-          }),
-          'CLAIM_LOST',
-        );
+        // processFile with the stale claim: it claims as any caller would (the rescuer holds the file), and fn does not run.
+        let ran = false;
+        const stale = await stalled.processFile(fileUrl, 'events', TS, async (tx) => {
+          ran = true;
+          await write(tx, fileUrl);
+          return STATS;
+        });
+        expect(stale).to.deep.equal({ claimed: false, stats: null });
+        expect(ran).to.equal(false);
         if (kind === 'database') expect(await effects(fileUrl)).to.equal(0);
         expect(await rescuer.get(fileUrl)).to.deep.equal(before);
 
@@ -338,6 +339,32 @@ describe(`CheckpointManager (${DRIVER})`, function () {
         await rejection(rescuer.completeFile(fileUrl, STATS), 'CLAIM_LOST');
         await rejection(manager().failFile(url('unclaimed.csv'), 'x'), 'CLAIM_LOST');
         await rejection(manager().heartbeat(url('unclaimed.csv')), 'CLAIM_LOST');
+      });
+
+      it('processFile of a file this instance claimed before runs it under that claim; two at once run it once', async () => {
+        const worker = manager({ workerId: 'twice' });
+        const claimed = url('claimed-first.csv');
+        expect(await worker.claimFile(claimed, 'events', TS)).to.equal(true);
+        expect(await worker.processFile(claimed, 'events', TS, () => STATS)).to.include({ claimed: true });
+        expect(await worker.get(claimed)).to.include({ status: 'completed', claimToken: 1 });
+
+        // Two at once under one claim this instance holds: one runs the file, the other did not claim it.
+        const both = url('both-at-once.csv');
+        expect(await worker.claimFile(both, 'events', TS)).to.equal(true);
+        let runs = 0;
+        let release!: () => void;
+        const gate = new Promise<void>((resolve) => (release = resolve));
+        const slow = async () => {
+          runs++;
+          await gate;
+          return STATS;
+        };
+        const first = worker.processFile(both, 'events', TS, slow);
+        const second = worker.processFile(both, 'events', TS, slow);
+        expect(await second).to.deep.equal({ claimed: false, stats: null });
+        release();
+        expect(await first).to.include({ claimed: true });
+        expect(runs).to.equal(1);
       });
 
       it('processFile commits the handler writes with the completion; a throwing handler leaves no writes and a failed file', async () => {

@@ -80,6 +80,8 @@ export class CheckpointManager {
   private readonly claimant: Claimant;
   /** The token of every claim this instance holds, with the store (DataSource or memory) it is from. */
   private readonly held = new Map<string, { token: number; store: object }>();
+  /** The files a processFile of this instance is running now. */
+  private readonly processing = new Set<string>();
 
   constructor(
     private readonly db: ClaimDb,
@@ -211,10 +213,30 @@ export class CheckpointManager {
   ): Promise<ProcessFileResult> {
     const { fileUrl } = file;
     const { store, key } = this.resolve();
-    if (this.tokenFor(fileUrl, key) === undefined && !(await this.claimIn(store, key, file))) {
-      return { claimed: false, stats: null };
+    // Another processFile of this instance runs the file now: as a concurrent claimer, this one did not claim it.
+    if (this.processing.has(fileUrl)) return { claimed: false, stats: null };
+    this.processing.add(fileUrl);
+    try {
+      // A claim this instance made before (claimFile, claimNext) is processed under its token while
+      // it is held still (a fenced lease extension says so); a lost one is forgotten, and the file
+      // claimed as any caller would claim it, so fn never runs for a claim already lost.
+      const held = this.tokenFor(fileUrl, key);
+      if (held !== undefined && !(await store.heartbeat(fileUrl, held, Date.now() + this.claimant.leaseMs))) this.held.delete(fileUrl);
+      if (this.tokenFor(fileUrl, key) === undefined && !(await this.claimIn(store, key, file))) {
+        return { claimed: false, stats: null };
+      }
+      return await this.processHeld(store, fileUrl, this.tokenFor(fileUrl, key)!, fn);
+    } finally {
+      this.processing.delete(fileUrl);
     }
-    const token = this.tokenFor(fileUrl, key)!;
+  }
+
+  private async processHeld(
+    store: ClaimStore,
+    fileUrl: string,
+    token: number,
+    fn: (tx: EntityManager | undefined) => Promise<HandlerStats> | HandlerStats,
+  ): Promise<ProcessFileResult> {
     const started = Date.now();
     try {
       const stats = await store.completeWith(fileUrl, token, async (tx) => checkStats(await fn(tx), Date.now() - started));
