@@ -121,6 +121,8 @@ describe(`step (${DRIVER})`, () => {
       ['a typed array', () => new Uint8Array([1, 2])],
       ['a cycle', () => cyclic],
       ['a sparse array', () => sparse],
+      ['an array with a named property', () => Object.assign([1, 2], { x: 3 })],
+      ['an object with a non-enumerable property', () => Object.defineProperty({ a: 1 }, 'b', { value: 2 })],
     ];
     const placements: [string, (value: unknown) => unknown][] = [
       ['at the top', (value) => value],

@@ -218,10 +218,11 @@ export class CheckpointManager {
     this.processing.add(fileUrl);
     try {
       // A claim this instance made before (claimFile, claimNext) is processed under its token while
-      // it is held still (a fenced lease extension says so); a lost one is forgotten, and the file
-      // claimed as any caller would claim it, so fn never runs for a claim already lost.
+      // the row says it is held still (a read, which waits for no row lock); a lost one is
+      // forgotten, and the file claimed as any caller would claim it, so fn does not run for a
+      // claim already lost. (One lost after the read is refused at the fenced completion, as ever.)
       const held = this.tokenFor(fileUrl, key);
-      if (held !== undefined && !(await store.heartbeat(fileUrl, held, Date.now() + this.claimant.leaseMs))) this.held.delete(fileUrl);
+      if (held !== undefined && !(await store.isHeld(fileUrl, held, Date.now()))) this.held.delete(fileUrl);
       if (this.tokenFor(fileUrl, key) === undefined && !(await this.claimIn(store, key, file))) {
         return { claimed: false, stats: null };
       }

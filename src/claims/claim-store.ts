@@ -175,6 +175,8 @@ export interface ClaimStore {
    */
   heartbeatAll(files: HeldClaim[], leaseExpiresAt: number): Promise<HeartbeatOutcome>;
   isCompleted(fileUrl: string): Promise<boolean>;
+  /** Whether the claim under `token` is held still (a read: it waits for no row lock, and changes nothing). */
+  isHeld(fileUrl: string, token: number, now: number): Promise<boolean>;
   get(fileUrl: string, now: number): Promise<FileCheckpoint | null>;
   /** Inserts pending rows for files not yet known; returns how many it inserted. */
   register(files: FileRef[], maxRetries: number, now: number): Promise<number>;

@@ -52,7 +52,7 @@ import {
   type Subscription,
 } from './claim-store';
 import { type FileRow, toFileCheckpoint, urlHash } from './file-row';
-import { LEASE_EXPIRED } from './lease-rules';
+import { LEASE_EXPIRED, leaseStillCountsAt } from './lease-rules';
 
 export { urlHash } from './file-row';
 
@@ -403,6 +403,17 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
   async isCompleted(fileUrl: string): Promise<boolean> {
     return this.guard(`reading "${fileUrl}"`, () =>
       transact(this.db, async (tx) => (await this.readRow(tx, fileUrl))?.status === 'completed'),
+    );
+  }
+
+  async isHeld(fileUrl: string, token: number, now: number): Promise<boolean> {
+    return this.guard(`reading "${fileUrl}"`, () =>
+      transact(this.db, async (tx) => {
+        const row = await this.readRow(tx, fileUrl);
+        if (row?.status !== 'processing' || Number(row.claim_token) !== token) return false;
+        const lease = row.lease_expires_at === null ? null : Number(row.lease_expires_at);
+        return leaseStillCountsAt({ leaseExpiresAt: lease, retryCount: Number(row.retry_count), maxRetries: Number(row.max_retries) }, now);
+      }),
     );
   }
 

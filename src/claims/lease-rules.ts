@@ -68,6 +68,11 @@ export function leaseStillCounts(column: ColumnRef, now: string): string {
   return `(${c('lease_expires_at')} IS NULL OR ${c('lease_expires_at')} > ${now} OR ${c('retry_count')} < ${c('max_retries')})`;
 }
 
+/** `leaseStillCounts` for a row read into memory (lease end in epoch ms, or null). */
+export function leaseStillCountsAt(row: { leaseExpiresAt: number | null; retryCount: number; maxRetries: number }, now: number): boolean {
+  return row.leaseExpiresAt === null || row.leaseExpiresAt > now || row.retryCount < row.maxRetries;
+}
+
 /** Failed with no retries left: a dead letter (file) or a dead range. */
 export function deadCondition(column: ColumnRef): string {
   return `${column('status')} = 'failed' AND ${column('retry_count')} >= ${column('max_retries')}`;

@@ -13,6 +13,7 @@ import {
   type ProcessingStats,
   type Subscription,
 } from './claim-store';
+import { leaseStillCountsAt } from './lease-rules';
 
 /** A `file_checkpoints` row held in memory; times in epoch milliseconds, as in the table. */
 interface MemoryRow {
@@ -115,8 +116,11 @@ class MemoryClaimStore implements ClaimStore {
     const row = this.rows.get(fileUrl);
     if (!row || row.status !== 'processing' || row.claimToken !== token) return undefined;
     // A lease that expired on the last allowed attempt: a dead letter, whether or not a reader has marked it yet.
-    const expired = row.leaseExpiresAt !== null && row.leaseExpiresAt <= Date.now() && row.retryCount >= row.maxRetries;
-    return expired ? undefined : row;
+    return leaseStillCountsAt(row, Date.now()) ? row : undefined;
+  }
+
+  async isHeld(fileUrl: string, token: number): Promise<boolean> {
+    return this.current(fileUrl, token) !== undefined;
   }
 
   private take(row: MemoryRow, claimant: Claimant, now: number): void {

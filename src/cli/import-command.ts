@@ -186,7 +186,7 @@ export async function importCommand(
       const hint =
         result.stopped === 'paused'
           ? `Run \`typeorm-checkpoint resume ${batch}\`, then rerun the same command to go on.`
-          : 'A cancelled batch does not run again; `reset` it (or import with --replace) to start over.';
+          : 'A cancelled batch does not run again; `reset` it to start over with this file (--replace starts it over only with another file).';
       return failure(error, hint, json);
     }
     return interrupted(

@@ -31,14 +31,25 @@ function check(value: unknown, path: string, ancestors: Set<object>, what: strin
         throw new NonSerializableError(`${what} has symbol keys at ${path}, which JSON drops.`);
       }
       ancestors.add(value);
+      // Own properties JSON does not write: an array's named ones (beside `length`), an object's non-enumerable ones.
+      const names = Object.getOwnPropertyNames(value);
       if (isArray) {
         const array = value as unknown[];
         for (let i = 0; i < array.length; i++) {
           if (!(i in array)) throw new NonSerializableError(`${what} is a sparse array at ${path} (hole at ${i}).`);
           check(array[i], `${path}[${i}]`, ancestors, what);
         }
+        if (names.length !== array.length + 1) {
+          const extra = names.find((name) => name !== 'length' && !/^(0|[1-9][0-9]*)$/.test(name));
+          throw new NonSerializableError(`${what} is an array with a named property at ${path} ("${extra}"), which JSON drops.`);
+        }
       } else {
-        for (const [key, item] of Object.entries(value)) check(item, `${path}.${key}`, ancestors, what);
+        const entries = Object.entries(value);
+        if (names.length !== entries.length) {
+          const hidden = names.find((name) => !Object.prototype.propertyIsEnumerable.call(value, name));
+          throw new NonSerializableError(`${what} has a non-enumerable property at ${path} ("${hidden}"), which JSON drops.`);
+        }
+        for (const [key, item] of entries) check(item, `${path}.${key}`, ancestors, what);
       }
       ancestors.delete(value);
       return;
