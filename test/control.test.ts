@@ -371,29 +371,35 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       expect(await values(db.ds, 'ia-paused')).to.have.length(10);
     });
 
-    // From another DataSource, as a dashboard's or an HTTP handler's cancel (not from inside the import's own async context):
-    // PostgreSQL and MySQL queue it on the chunk's row lock; SQLite on the lock of the database file, which the library's
-    // transactions in this process share (the driver's busy wait held up the very process whose transaction it waited for).
-    it('stops after the chunk in flight when the batch is cancelled while it runs', async () => {
-      const other = await db.open();
-      const source = raw(10);
-      let reached!: () => void;
-      const cancelled = new Promise<void>((resolve) => (reached = resolve)).then(() => cancel(other, 'ia-cancel'));
-      const next = await importAll(db.ds, 'ia-cancel', source, {
-        size: 2,
-        // After the first row of the second chunk: that chunk commits, no other.
-        fault: (index) => {
-          if (index === 2) reached();
-        },
+    // From another DataSource. SQLite: from outside the import's async context, as a dashboard's or an HTTP handler's cancel,
+    // queued on the lock of the database file that the library's transactions in this process share (the driver's busy wait
+    // held up the very process whose transaction it waited for). PostgreSQL and MySQL: sent from inside the chunk, queued on
+    // its row lock (MySQL's runs are not tried here).
+    if (DRIVER !== 'mysql') {
+      it('stops after the chunk in flight when the batch is cancelled while it runs', async () => {
+        const other = await db.open();
+        const source = raw(10);
+        let reached!: () => void;
+        const atSecondChunk = new Promise<void>((resolve) => (reached = resolve));
+        let cancelled = DRIVER === 'sqlite' ? atSecondChunk.then(() => cancel(other, 'ia-cancel')) : undefined;
+        const next = await importAll(db.ds, 'ia-cancel', source, {
+          size: 2,
+          // After the first row of the second chunk: that chunk commits, no other.
+          fault: (index) => {
+            if (index !== 2) return;
+            if (DRIVER === 'sqlite') reached();
+            else cancelled = cancel(other, 'ia-cancel');
+          },
+        });
+        // The cancel waits for the second chunk's lock, then goes before the third chunk's (or, rarely, just after it).
+        expect(await cancelled).to.equal(true);
+        expect(next).to.be.oneOf([4, 6]);
+        expect(await checkpoint(db.ds, 'ia-cancel')).to.equal(next);
+        expect(await values(db.ds, 'ia-cancel')).to.have.length(next);
+        expect(await importAll(db.ds, 'ia-cancel', source, { size: 2 })).to.equal(next);
+        await other.destroy();
       });
-      // The cancel waits for the second chunk's lock, then goes before the third chunk's (or, rarely, just after it).
-      expect(await cancelled).to.equal(true);
-      expect(next).to.be.oneOf([4, 6]);
-      expect(await checkpoint(db.ds, 'ia-cancel')).to.equal(next);
-      expect(await values(db.ds, 'ia-cancel')).to.have.length(next);
-      expect(await importAll(db.ds, 'ia-cancel', source, { size: 2 })).to.equal(next);
-      await other.destroy();
-    });
+    }
 
     it('refuses options that are not an object, and a size that is a bigint, with INVALID_ARGUMENT', async () => {
       await expectCode(importAll(db.ds, 'ia-bad', '[]', null as never), 'INVALID_ARGUMENT');
