@@ -407,8 +407,9 @@ export class DatabaseClaimStore implements ClaimStore, StoreStatements {
   }
 
   async isHeld(fileUrl: string, token: number, now: number): Promise<boolean> {
+    // One read of committed state: no transaction of its own.
     return this.guard(`reading "${fileUrl}"`, () =>
-      transact(this.db, async (tx) => {
+      autocommit(this.db, async (tx) => {
         const row = await this.readRow(tx, fileUrl);
         if (row?.status !== 'processing' || Number(row.claim_token) !== token) return false;
         const lease = row.lease_expires_at === null ? null : Number(row.lease_expires_at);

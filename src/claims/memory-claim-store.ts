@@ -49,7 +49,7 @@ function isDeadLetter(row: MemoryRow): boolean {
 }
 
 function expireLastAttempt(row: MemoryRow, now: number): void {
-  if (row.status === 'processing' && row.leaseExpiresAt !== null && row.leaseExpiresAt <= now && row.retryCount >= row.maxRetries) {
+  if (row.status === 'processing' && !leaseStillCountsAt(row, now)) {
     row.status = 'failed';
     row.errorMessage = LEASE_EXPIRED;
     row.leaseExpiresAt = null;
@@ -112,15 +112,15 @@ class MemoryClaimStore implements ClaimStore {
   }
 
   /** The row of a claim still held (as the database's fenced statements and `leaseStillCounts` hold it). */
-  private current(fileUrl: string, token: number): MemoryRow | undefined {
+  private current(fileUrl: string, token: number, now = Date.now()): MemoryRow | undefined {
     const row = this.rows.get(fileUrl);
     if (!row || row.status !== 'processing' || row.claimToken !== token) return undefined;
     // A lease that expired on the last allowed attempt: a dead letter, whether or not a reader has marked it yet.
-    return leaseStillCountsAt(row, Date.now()) ? row : undefined;
+    return leaseStillCountsAt(row, now) ? row : undefined;
   }
 
-  async isHeld(fileUrl: string, token: number): Promise<boolean> {
-    return this.current(fileUrl, token) !== undefined;
+  async isHeld(fileUrl: string, token: number, now: number): Promise<boolean> {
+    return this.current(fileUrl, token, now) !== undefined;
   }
 
   private take(row: MemoryRow, claimant: Claimant, now: number): void {

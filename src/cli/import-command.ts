@@ -104,13 +104,18 @@ async function assertFile(path: string): Promise<void> {
  * first (pass 1 alone, as `--check` runs it): a file the import would refuse replaces nothing, and
  * the batch keeps the previous file's rows.
  */
-async function replaceIfChanged(db: DataSource, path: string, format: ImportFormat, options: ImportCommandOptions): Promise<boolean> {
+async function replaceIfChanged(
+  db: DataSource,
+  path: string,
+  format: ImportFormat,
+  options: ImportCommandOptions,
+  records: RecordsOptions,
+): Promise<boolean> {
   const { batch } = options;
   const stored = await importBatchStatus(db, batch);
   if (stored === null) return false;
   const digest = await fileDigest(path);
   if (stored.digest === digest) return false;
-  const records = recordsOptions(options);
   const checked = await importFile(db, batch, path, { format, size: options.size, check: true, ...records });
   const invalid = checked.invalid ?? 0;
   const allowed = records.invalid === 'skip' ? (records.maxInvalid ?? Infinity) : 0;
@@ -144,7 +149,7 @@ export async function importCommand(
   await assertFile(path);
   const records = recordsOptions(options);
   if (options.check) return checkCommand(db, path, format, options);
-  const replaced = options.replace === true ? await replaceIfChanged(db, path, format, options) : false;
+  const replaced = options.replace === true ? await replaceIfChanged(db, path, format, options, records) : false;
   // Progress counts this run's rows; the bar shows the batch's position, resumed rows included.
   const start = (await importBatchStatus(db, batch))?.nextIndex ?? 0;
   const reporter = createProgressReporter(progressMode, `import ${batch}`, process.stderr);
