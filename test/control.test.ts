@@ -26,7 +26,7 @@ import {
   step,
   values,
 } from '../src';
-import { count, DRIVER, sql, useTestDatabase } from './support/database';
+import { connectionWaiters, count, DRIVER, LOCK_POLL_MS, rowLockWaiters, sql, useTestDatabase } from './support/database';
 import { expectCode } from './support/expect-code';
 import { statementCounter } from './support/round-trips';
 import { SqlLog } from './support/sql-log';
@@ -371,33 +371,56 @@ describe('control: pause, resume, cancel, throttle, time slices', () => {
       expect(await values(db.ds, 'ia-paused')).to.have.length(10);
     });
 
-    // From another DataSource. SQLite: from outside the import's async context, as a dashboard's or an HTTP handler's cancel,
-    // queued on the lock of the database file that the library's transactions in this process share (the driver's busy wait
-    // held up the very process whose transaction it waited for). PostgreSQL and MySQL: sent from inside the chunk, queued on
-    // its row lock (MySQL's runs are not tried here).
+    // From another DataSource, from outside the import's async context (as a dashboard's or an HTTP handler's cancel), once
+    // the second chunk is in flight. SQLite: queued on the lock of the database file that the library's transactions in
+    // this process share. PostgreSQL: queued on the import's row lock, which the second chunk holds until it commits. There,
+    // the test orders what the server would otherwise race: a third session holds an uncommitted insert of the second
+    // chunk's second key, so that chunk stays in flight until the cancel is seen waiting; and the import runs on a pool of
+    // one connection, reserved by the test as the chunk gives it back until the cancel has committed, so the third chunk
+    // locks the row after the cancel (once the second chunk commits, the cancel's update and the third chunk's lock would
+    // race for the new row version). MySQL's runs are not tried here.
     if (DRIVER !== 'mysql') {
       it('stops after the chunk in flight when the batch is cancelled while it runs', async () => {
         const other = await db.open();
+        const importer = DRIVER === 'postgres' ? await db.open({ extra: { max: 1 } }) : db.ds;
         const source = raw(10);
+        const holder = DRIVER === 'postgres' ? other.createQueryRunner() : undefined;
+        if (holder) {
+          await holder.startTransaction();
+          await holder.query(sql('INSERT INTO checkpoint_import_items (batch, id, value) VALUES (?, ?, ?)'), ['ia-cancel', 'r3', 0]);
+        }
         let reached!: () => void;
         const atSecondChunk = new Promise<void>((resolve) => (reached = resolve));
-        let cancelled = DRIVER === 'sqlite' ? atSecondChunk.then(() => cancel(other, 'ia-cancel')) : undefined;
-        const next = await importAll(db.ds, 'ia-cancel', source, {
+        const cancelled = atSecondChunk.then(() => cancel(other, 'ia-cancel'));
+        // After the first row of the second chunk: that chunk commits, no other.
+        const importing = importAll(importer, 'ia-cancel', source, {
           size: 2,
-          // After the first row of the second chunk: that chunk commits, no other.
           fault: (index) => {
-            if (index !== 2) return;
-            if (DRIVER === 'sqlite') reached();
-            else cancelled = cancel(other, 'ia-cancel');
+            if (index === 2) reached();
           },
         });
-        // The cancel waits for the second chunk's lock, then goes before the third chunk's (or, rarely, just after it).
+        if (holder) {
+          await atSecondChunk;
+          // Two sessions wait: the import for the held key, the cancel for the import's row.
+          while ((await rowLockWaiters(db.ds)) < 2) await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+          const reservation = importer.createQueryRunner();
+          const reserved = reservation.connect();
+          while (connectionWaiters(importer) < 1) await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+          await holder.rollbackTransaction();
+          await holder.release();
+          await reserved;
+          expect(await cancelled).to.equal(true);
+          await reservation.release();
+        }
+        const next = await importing;
+        // The cancel waits for the second chunk's lock, then goes before the third chunk's.
         expect(await cancelled).to.equal(true);
-        expect(next).to.be.oneOf([4, 6]);
-        expect(await checkpoint(db.ds, 'ia-cancel')).to.equal(next);
-        expect(await values(db.ds, 'ia-cancel')).to.have.length(next);
-        expect(await importAll(db.ds, 'ia-cancel', source, { size: 2 })).to.equal(next);
+        expect(next).to.equal(4);
+        expect(await checkpoint(db.ds, 'ia-cancel')).to.equal(4);
+        expect(await values(db.ds, 'ia-cancel')).to.have.length(4);
+        expect(await importAll(db.ds, 'ia-cancel', source, { size: 2 })).to.equal(4);
         await other.destroy();
+        if (importer !== db.ds) await importer.destroy();
       });
     }
 
