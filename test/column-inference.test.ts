@@ -216,7 +216,11 @@ describe('column inference', () => {
     it('each database in its own types, with NOT NULL and the primary key', () => {
       expect(postgres.createTable({ name: 'prices', schema: 'app' }, columns, ['id'])).to.equal(
         'CREATE TABLE IF NOT EXISTS "app"."prices" (\n' +
-          '  "id" bigint NOT NULL,\n  "price" numeric(5, 3),\n  "at" timestamptz(6) NOT NULL,\n  "doc" jsonb,\n  PRIMARY KEY ("id")\n)',
+          '  "id" bigint NOT NULL,\n  "price" numeric(5, 3),\n  "at" timestamptz(6) NOT NULL,\n  "doc" json,\n  PRIMARY KEY ("id")\n)',
+      );
+      // json has no equality: a key column of objects or arrays is jsonb, which an index can hold.
+      expect(postgres.createTable({ name: 'docs' }, columns.slice(3), ['doc'])).to.equal(
+        'CREATE TABLE IF NOT EXISTS "docs" (\n  "doc" jsonb NOT NULL,\n  PRIMARY KEY ("doc")\n)',
       );
       expect(mysql.createTable({ name: 'prices' }, columns, ['id'])).to.equal(
         'CREATE TABLE IF NOT EXISTS `prices` (\n' +
@@ -406,6 +410,23 @@ describe('column inference', () => {
       ]);
       expect(columns[1]).to.include({ precision: 5, scale: 3 });
     });
+
+    if (DRIVER === 'postgres') {
+      it('objects and arrays are json, as the file gives them; in the key, jsonb, which an index can hold', async () => {
+        const records = [
+          { id: { a: [1, 2] }, doc: { b: 1, a: 2 } },
+          { id: [3], doc: [{ c: null }] },
+        ];
+        await roundTrip(db.ds, records, { jsonSource: true, key: ['id'], name: 'json_key' });
+        const types = await db.ds.query(
+          "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'json_key' ORDER BY ordinal_position",
+        );
+        expect(types).to.deep.equal([
+          { column_name: 'id', data_type: 'jsonb' },
+          { column_name: 'doc', data_type: 'json' },
+        ]);
+      });
+    }
 
     it('hostile table and field names are quoted: created, read back and filled by their exact names', async () => {
       const fields = ['we"ird', 'back`tick', ' with space', "it's; DROP TABLE x --", 'ÉÑ ü', 'doc "`'];

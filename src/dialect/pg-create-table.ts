@@ -18,13 +18,16 @@ const PG_TYPES: Record<Exclude<InferredKind, 'numeric'>, string> = {
   date: 'date',
   timestamp: 'timestamp(6)',
   timestamptz: 'timestamptz(6)',
-  json: 'jsonb',
+  json: 'json',
   text: 'text',
 };
 // NAMEDATALEN - 1: a longer identifier is cut with a mere NOTICE, and the columns read back would no longer match the fields.
 const PG_IDENTIFIER_BYTES = 63;
 
-/** PostgreSQL's CREATE TABLE for inferred columns (`Dialect.createTable`); a jsonb or text key is indexable as it is. */
+/**
+ * PostgreSQL's CREATE TABLE for inferred columns (`Dialect.createTable`). Objects and arrays are `json` (the text as the file
+ * gives it), but `jsonb` in the key: `json` has no equality, so no index; a text key is indexable as it is.
+ */
 export function pgCreateTable(table: TableRef, columns: InferredColumn[], primaryKey: string[], options?: CreateTableOptions): string {
   for (const name of [table.name, ...(table.schema === undefined ? [] : [table.schema])]) {
     if (Buffer.byteLength(name) > PG_IDENTIFIER_BYTES)
@@ -43,6 +46,7 @@ export function pgCreateTable(table: TableRef, columns: InferredColumn[], primar
   }
   const key = keyColumnsOf(columns, primaryKey);
   const definitions = columns.map((column) => {
+    if (column.kind === 'json' && key.includes(column)) return { column, type: 'jsonb' };
     if (column.kind !== 'numeric') return { column, type: PG_TYPES[column.kind] };
     const [precision, scale] = precisionAndScale(column, 1000, 1000);
     return { column, type: `numeric(${precision}, ${scale})` };
