@@ -268,6 +268,11 @@ describe(`CheckpointManager (${DRIVER})`, function () {
         expect(await holder.claimFile(fileUrl, 'events', TS)).to.equal(true);
         await untilLeaseExpired(fileUrl);
         expect(await manager().claimFile(fileUrl, 'events', TS)).to.equal(false);
+        if (kind === 'database') {
+          // The refused claim left the row a dead letter itself: no reader has run since.
+          const [row] = await ds.query(sql('SELECT status, error_message FROM file_checkpoints WHERE file_url = ?'), [fileUrl]);
+          expect(row).to.deep.equal({ status: 'failed', error_message: 'lease expired' });
+        }
         expect(await manager().get(fileUrl)).to.include({
           status: 'failed',
           errorMessage: 'lease expired',

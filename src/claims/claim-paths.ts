@@ -117,7 +117,11 @@ export function statementPath(store: StoreStatements): ClaimPath {
           claimParameters(file, claimant, now),
           what,
         );
-        return rows.length > 0 ? Number(rows[0].claim_token) : null;
+        if (rows.length > 0) return Number(rows[0].claim_token);
+        // Not claimable: when that is because its lease expired on the last attempt, the row becomes
+        // the dead letter it is now (a statement only on this path), as the locking path's claim does.
+        await store.expireLastAttempts(tx, now, file.fileUrl);
+        return null;
       });
     },
 
