@@ -221,12 +221,16 @@ export class CheckpointManager {
       // the row says it is held still (a read, which waits for no row lock); a lost one is
       // forgotten, and the file claimed as any caller would claim it, so fn does not run for a
       // claim already lost. (One lost after the read is refused at the fenced completion, as ever.)
-      const held = this.tokenFor(fileUrl, key);
-      if (held !== undefined && !(await store.isHeld(fileUrl, held, Date.now()))) this.held.delete(fileUrl);
-      if (this.tokenFor(fileUrl, key) === undefined && !(await this.claimIn(store, key, file))) {
-        return { claimed: false, stats: null };
+      let token = this.tokenFor(fileUrl, key);
+      if (token !== undefined && !(await store.isHeld(fileUrl, token, Date.now()))) {
+        this.held.delete(fileUrl);
+        token = undefined;
       }
-      return await this.processHeld(store, fileUrl, this.tokenFor(fileUrl, key)!, fn);
+      if (token === undefined) {
+        if (!(await this.claimIn(store, key, file))) return { claimed: false, stats: null };
+        token = this.tokenFor(fileUrl, key)!;
+      }
+      return await this.processHeld(store, fileUrl, token, fn);
     } finally {
       this.processing.delete(fileUrl);
     }
